@@ -1,0 +1,456 @@
+internal import CNGHTTP2
+public import NIOCore
+
+/// One HTTP/2 connection endpoint (client or server), driven entirely in memory by nghttp2.
+///
+/// Bytes read from the socket go in through ``receive(_:)``, which returns the protocol events they produced; bytes to
+/// write come out of ``drainOutput(into:)``. nghttp2 does framing, HPACK, flow control and settings; the owner
+/// (an event-loop channel handler) decides what the events mean.
+///
+/// - Important: Not thread-safe. One owner (one event loop) drives a session; it is deliberately not `Sendable`.
+public final class HTTP2Session {
+    public enum Role: Sendable {
+        case client
+        case server
+    }
+
+    private var session: OpaquePointer?
+    let role: Role
+    private let allocator = ByteBufferAllocator()
+
+    /// Events produced by the callbacks of the current ``receive(_:)`` or ``drainOutput(into:)`` call.
+    private var pendingEvents: [HTTP2Event] = []
+    /// Header fields of the HEADERS frame being received, per stream.
+    private var incomingHeaders: [Int32: [HTTP2HeaderField]] = [:]
+    /// Outbound DATA (and trailers) waiting for nghttp2 to pull them, per stream.
+    private var outbound: [Int32: OutboundStream] = [:]
+
+    /// Creates a session and queues our SETTINGS frame (the server also expects the client preface).
+    public init(role: Role, configuration: HTTP2Configuration = .init()) throws(HTTP2Error) {
+        self.role = role
+
+        var callbacks: OpaquePointer?
+        try check(nghttp2_session_callbacks_new(&callbacks))
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        installCallbacks(callbacks)
+
+        var option: OpaquePointer?
+        try check(nghttp2_option_new(&option))
+        defer { nghttp2_option_del(option) }
+        configuration.apply(to: option)
+
+        let userData = Unmanaged.passUnretained(self).toOpaque()
+        var created: OpaquePointer?
+        switch role {
+        case .server:
+            try check(nghttp2_session_server_new2(&created, callbacks, userData, option))
+        case .client:
+            try check(nghttp2_session_client_new2(&created, callbacks, userData, option))
+        }
+        self.session = created
+
+        var settings = configuration.settingsEntries()
+        let count = settings.count
+        try check(settings.withUnsafeMutableBufferPointer {
+            nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), $0.baseAddress, count)
+        })
+        if configuration.connectionWindowSize > 65_535 {
+            try check(
+                nghttp2_session_set_local_window_size(
+                    created, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, configuration.connectionWindowSize))
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Frees the nghttp2 session. Idempotent; the session is unusable afterwards.
+    public func close() {
+        if let session {
+            nghttp2_session_del(session)
+            self.session = nil
+        }
+        outbound.removeAll()
+        incomingHeaders.removeAll()
+    }
+
+    /// The nghttp2 library version, for example `1.52.0`.
+    public static var libraryVersion: String {
+        guard let info = nghttp2_version(0), let version = info.pointee.version_str else { return "unknown" }
+        return String(cString: version)
+    }
+
+    // MARK: Bytes in, bytes out
+
+    /// Feeds bytes read from the peer and returns the events they produced, in order.
+    ///
+    /// A thrown error means the peer broke the protocol badly enough that the connection must close (nghttp2 has
+    /// already queued a GOAWAY where one applies; drain the output before closing).
+    public func receive(_ bytes: ByteBuffer) throws(HTTP2Error) -> [HTTP2Event] {
+        guard let session else { throw HTTP2Error(code: NGHTTP2_ERR_INVALID_STATE.rawValue) }
+        let consumed = bytes.withUnsafeReadableBytes { raw in
+            nghttp2_session_mem_recv(session, raw.bindMemory(to: UInt8.self).baseAddress, raw.count)
+        }
+        let events = takeEvents()
+        if consumed < 0 { throw HTTP2Error(code: Int32(consumed), events: events) }
+        return events
+    }
+
+    /// Appends every byte nghttp2 wants to send now to `buffer`, and returns the events that sending produced
+    /// (frames sent, streams closed).
+    @discardableResult
+    public func drainOutput(into buffer: inout ByteBuffer) throws(HTTP2Error) -> [HTTP2Event] {
+        guard let session else { return [] }
+        while true {
+            var chunk: UnsafePointer<UInt8>?
+            let count = nghttp2_session_mem_send(session, &chunk)
+            if count < 0 { throw HTTP2Error(code: Int32(count), events: takeEvents()) }
+            guard count > 0, let chunk else { break }
+            // The chunk is valid only until the next mem_send call: copy it out now.
+            buffer.writeBytes(UnsafeRawBufferPointer(start: chunk, count: count))
+        }
+        return takeEvents()
+    }
+
+    /// Whether the session still wants to read from or write to the peer; when both are false the connection is done.
+    public var wantsReadOrWrite: Bool {
+        guard let session else { return false }
+        return nghttp2_session_want_read(session) != 0 || nghttp2_session_want_write(session) != 0
+    }
+
+    /// Whether output is waiting for ``drainOutput(into:)``.
+    public var wantsWrite: Bool {
+        guard let session else { return false }
+        return nghttp2_session_want_write(session) != 0
+    }
+
+    private func takeEvents() -> [HTTP2Event] {
+        let events = pendingEvents
+        pendingEvents.removeAll(keepingCapacity: true)
+        return events
+    }
+
+    // MARK: Submitting frames
+
+    /// Opens a client stream with request `headers`. Without `endStream`, DATA follows through ``writeData(_:streamID:)``.
+    public func submitRequest(_ headers: [HTTP2HeaderField], endStream: Bool) throws(HTTP2Error) -> Int32 {
+        guard let session else { throw HTTP2Error(code: NGHTTP2_ERR_INVALID_STATE.rawValue) }
+        let streamID = try withNameValues(headers) { nva, count throws(HTTP2Error) -> Int32 in
+            var provider = Self.dataProvider
+            let result =
+                endStream
+                ? nghttp2_submit_request(session, nil, nva, count, nil, nil)
+                : nghttp2_submit_request(session, nil, nva, count, &provider, nil)
+            try check(result)
+            return result
+        }
+        if !endStream { outbound[streamID] = OutboundStream() }
+        return streamID
+    }
+
+    /// Sends response `headers` on a server stream. With `endStream` the HEADERS frame ends the stream (a
+    /// Trailers-Only response); otherwise DATA and trailers follow.
+    public func submitResponse(_ headers: [HTTP2HeaderField], streamID: Int32, endStream: Bool) throws(HTTP2Error) {
+        guard let session else { throw HTTP2Error(code: NGHTTP2_ERR_INVALID_STATE.rawValue) }
+        try withNameValues(headers) { nva, count throws(HTTP2Error) in
+            var provider = Self.dataProvider
+            try check(
+                endStream
+                    ? nghttp2_submit_response(session, streamID, nva, count, nil)
+                    : nghttp2_submit_response(session, streamID, nva, count, &provider))
+        }
+        if !endStream { outbound[streamID] = OutboundStream() }
+    }
+
+    /// Queues DATA on a stream opened with a body. Nothing is copied into nghttp2 until it asks for the bytes, so
+    /// the peer's flow-control window holds back a fast writer (see ``queuedOutboundBytes(streamID:)``).
+    public func writeData(_ data: ByteBuffer, streamID: Int32) {
+        guard var stream = outbound[streamID], !stream.finished else { return }
+        stream.queuedBytes += data.readableBytes
+        stream.buffers.append(data)
+        outbound[streamID] = stream
+        resumeIfDeferred(streamID)
+    }
+
+    /// Ends a stream opened with a body: after the queued DATA, either END_STREAM on the last DATA frame or, with
+    /// `trailers`, a trailing HEADERS frame that ends it.
+    public func finishStream(_ streamID: Int32, trailers: [HTTP2HeaderField]?) {
+        guard var stream = outbound[streamID], !stream.finished else { return }
+        stream.finished = true
+        stream.trailers = trailers
+        outbound[streamID] = stream
+        resumeIfDeferred(streamID)
+    }
+
+    /// Bytes queued with ``writeData(_:streamID:)`` that nghttp2 has not taken yet.
+    public func queuedOutboundBytes(streamID: Int32) -> Int {
+        outbound[streamID]?.queuedBytes ?? 0
+    }
+
+    /// Resets a stream with RST_STREAM and drops whatever was queued for it.
+    public func resetStream(_ streamID: Int32, errorCode: HTTP2ErrorCode) {
+        guard let session else { return }
+        outbound[streamID] = nil
+        _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, errorCode.rawValue)
+    }
+
+    /// Tells nghttp2 that `count` received DATA bytes of a stream were processed, so its window can reopen.
+    /// Only meaningful with ``HTTP2Configuration/manualFlowControl``.
+    public func consume(_ count: Int, streamID: Int32) {
+        guard let session, count > 0 else { return }
+        _ = nghttp2_session_consume(session, streamID, count)
+    }
+
+    /// Sends a PING with 8 bytes of opaque data.
+    public func ping(_ opaque: UInt64) {
+        guard let session else { return }
+        withUnsafeBytes(of: opaque.bigEndian) { raw in
+            _ = nghttp2_submit_ping(
+                session, UInt8(NGHTTP2_FLAG_NONE.rawValue), raw.bindMemory(to: UInt8.self).baseAddress)
+        }
+    }
+
+    /// Sends the first GOAWAY of a graceful shutdown (last stream id 2^31-1): clients stop opening streams while
+    /// the ones in flight go on. Server only.
+    public func submitShutdownNotice() {
+        guard let session else { return }
+        _ = nghttp2_submit_shutdown_notice(session)
+    }
+
+    /// Sends GOAWAY with the last stream we processed; streams above it were refused and are safe to retry.
+    public func submitGoaway(errorCode: HTTP2ErrorCode, debugData: String = "") {
+        guard let session else { return }
+        let lastStream = nghttp2_session_get_last_proc_stream_id(session)
+        var bytes = Array(debugData.utf8)
+        let count = bytes.count
+        bytes.withUnsafeMutableBufferPointer { debug in
+            _ = nghttp2_submit_goaway(
+                session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastStream, errorCode.rawValue, debug.baseAddress, count)
+        }
+    }
+
+    /// Ends the session after the frames already queued: nothing more is read, and ``wantsReadOrWrite`` turns false
+    /// once the output is drained.
+    public func terminate(errorCode: HTTP2ErrorCode) {
+        guard let session else { return }
+        _ = nghttp2_session_terminate_session(session, errorCode.rawValue)
+    }
+
+    // MARK: Callbacks from nghttp2
+
+    private func resumeIfDeferred(_ streamID: Int32) {
+        guard let session, var stream = outbound[streamID], stream.deferred else { return }
+        stream.deferred = false
+        outbound[streamID] = stream
+        _ = nghttp2_session_resume_data(session, streamID)
+    }
+
+    fileprivate func beginHeaders(streamID: Int32) {
+        incomingHeaders[streamID] = []
+        incomingHeaders[streamID]?.reserveCapacity(12)
+    }
+
+    fileprivate func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        incomingHeaders[streamID]?.append(
+            HTTP2HeaderField(
+                name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
+    }
+
+    fileprivate func frameReceived(type: UInt8, flags: UInt8, streamID: Int32, frame: UnsafePointer<nghttp2_frame>) {
+        let endStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+        switch UInt32(type) {
+        case NGHTTP2_HEADERS.rawValue:
+            let fields = incomingHeaders.removeValue(forKey: streamID) ?? []
+            pendingEvents.append(.headers(streamID: streamID, fields: fields, endStream: endStream))
+        case NGHTTP2_DATA.rawValue:
+            if endStream { pendingEvents.append(.endOfStream(streamID: streamID)) }
+        case NGHTTP2_SETTINGS.rawValue:
+            pendingEvents.append(.settings(acknowledgement: flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0))
+        case NGHTTP2_PING.rawValue:
+            pendingEvents.append(.ping(acknowledgement: flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0))
+        case NGHTTP2_GOAWAY.rawValue:
+            let goaway = frame.pointee.goaway
+            pendingEvents.append(
+                .goaway(lastStreamID: goaway.last_stream_id, errorCode: HTTP2ErrorCode(rawValue: goaway.error_code)))
+        case NGHTTP2_RST_STREAM.rawValue:
+            pendingEvents.append(
+                .streamReset(streamID: streamID, errorCode: HTTP2ErrorCode(rawValue: frame.pointee.rst_stream.error_code)))
+        default:
+            break
+        }
+    }
+
+    fileprivate func dataChunk(streamID: Int32, bytes: UnsafeRawBufferPointer) {
+        var buffer = allocator.buffer(capacity: bytes.count)
+        buffer.writeBytes(bytes)
+        pendingEvents.append(.data(streamID: streamID, buffer))
+    }
+
+    fileprivate func frameSent(type: UInt8, streamID: Int32) {
+        switch UInt32(type) {
+        case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
+            pendingEvents.append(.streamFrameSent(streamID: streamID))
+        case NGHTTP2_GOAWAY.rawValue:
+            pendingEvents.append(.goawaySent)
+        default:
+            break
+        }
+    }
+
+    fileprivate func streamClosed(streamID: Int32, errorCode: UInt32) {
+        outbound[streamID] = nil
+        incomingHeaders[streamID] = nil
+        pendingEvents.append(.streamClosed(streamID: streamID, errorCode: HTTP2ErrorCode(rawValue: errorCode)))
+    }
+
+    /// Fills nghttp2's DATA buffer from the stream's queue (the data provider's read callback).
+    fileprivate func readOutbound(
+        streamID: Int32, into destination: UnsafeMutableRawBufferPointer, flags: inout UInt32
+    ) -> Int {
+        guard var stream = outbound[streamID] else {
+            return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        }
+        var written = 0
+        while written < destination.count, var first = stream.buffers.first {
+            let take = min(first.readableBytes, destination.count - written)
+            first.withUnsafeReadableBytes { source in
+                UnsafeMutableRawBufferPointer(rebasing: destination[written..<(written + take)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<take]))
+            }
+            first.moveReaderIndex(forwardBy: take)
+            written += take
+            if first.readableBytes == 0 {
+                stream.buffers.removeFirst()
+            } else {
+                stream.buffers[stream.buffers.startIndex] = first
+            }
+        }
+        stream.queuedBytes -= written
+
+        if stream.buffers.isEmpty {
+            if stream.finished {
+                flags |= NGHTTP2_DATA_FLAG_EOF.rawValue
+                if let trailers = stream.trailers, let session {
+                    flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
+                    let submitted = withNameValues(trailers) { nva, count in
+                        nghttp2_submit_trailer(session, streamID, nva, count)
+                    }
+                    if submitted != 0 { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
+                }
+                outbound[streamID] = nil
+                return written
+            } else if written == 0 {
+                stream.deferred = true
+                outbound[streamID] = stream
+                return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+            }
+        }
+        outbound[streamID] = stream
+        return written
+    }
+
+    private static let dataProvider = nghttp2_data_provider(
+        source: nghttp2_data_source(ptr: nil),
+        read_callback: { _, streamID, buffer, length, flags, _, userData in
+            guard let userData, let buffer, let flags else { return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue) }
+            let session = Unmanaged<HTTP2Session>.fromOpaque(userData).takeUnretainedValue()
+            return session.readOutbound(
+                streamID: streamID, into: UnsafeMutableRawBufferPointer(start: buffer, count: length),
+                flags: &flags.pointee)
+        }
+    )
+}
+
+/// A stream's outbound queue, pulled by nghttp2 as the flow-control window allows.
+private struct OutboundStream {
+    var buffers: [ByteBuffer] = []
+    var queuedBytes = 0
+    var finished = false
+    var trailers: [HTTP2HeaderField]?
+    /// The read callback returned DEFERRED; new data must call `nghttp2_session_resume_data`.
+    var deferred = false
+}
+
+// MARK: - C callback thunks
+
+private func owner(_ userData: UnsafeMutableRawPointer?) -> HTTP2Session? {
+    guard let userData else { return nil }
+    return Unmanaged<HTTP2Session>.fromOpaque(userData).takeUnretainedValue()
+}
+
+private func installCallbacks(_ callbacks: OpaquePointer?) {
+    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, userData in
+        guard let frame, let session = owner(userData) else { return 0 }
+        session.beginHeaders(streamID: frame.pointee.hd.stream_id)
+        return 0
+    }
+    nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
+        guard let frame, let session = owner(userData) else { return 0 }
+        session.header(
+            streamID: frame.pointee.hd.stream_id,
+            name: UnsafeRawBufferPointer(start: name, count: nameLength),
+            value: UnsafeRawBufferPointer(start: value, count: valueLength))
+        return 0
+    }
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
+        guard let frame, let session = owner(userData) else { return 0 }
+        let header = frame.pointee.hd
+        session.frameReceived(type: header.type, flags: header.flags, streamID: header.stream_id, frame: frame)
+        return 0
+    }
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, userData in
+        guard let session = owner(userData) else { return 0 }
+        session.dataChunk(streamID: streamID, bytes: UnsafeRawBufferPointer(start: data, count: length))
+        return 0
+    }
+    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
+        guard let frame, let session = owner(userData) else { return 0 }
+        session.frameSent(type: frame.pointee.hd.type, streamID: frame.pointee.hd.stream_id)
+        return 0
+    }
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
+        guard let session = owner(userData) else { return 0 }
+        session.streamClosed(streamID: streamID, errorCode: errorCode)
+        return 0
+    }
+}
+
+// MARK: - Header blocks
+
+/// Calls `body` with an `nghttp2_nv` array pointing into one contiguous copy of the fields (nghttp2 copies them
+/// during the submit call, so the storage only has to live for the call).
+private func withNameValues<Result, Failure: Error>(
+    _ fields: [HTTP2HeaderField],
+    _ body: (UnsafePointer<nghttp2_nv>, Int) throws(Failure) -> Result
+) throws(Failure) -> Result {
+    var storage: [UInt8] = []
+    storage.reserveCapacity(fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count })
+    var offsets: [(name: Int, nameLength: Int, value: Int, valueLength: Int)] = []
+    offsets.reserveCapacity(fields.count)
+    for field in fields {
+        let nameStart = storage.count
+        storage.append(contentsOf: field.name.utf8)
+        let valueStart = storage.count
+        storage.append(contentsOf: field.value.utf8)
+        offsets.append((nameStart, valueStart - nameStart, valueStart, storage.count - valueStart))
+    }
+    // Never an empty buffer: its base address would be nil.
+    storage.append(0)
+    return try storage.withUnsafeMutableBufferPointer { (bytes) throws(Failure) -> Result in
+        let base = bytes.baseAddress!
+        let nameValues = offsets.map { entry in
+            nghttp2_nv(
+                name: base + entry.name, value: base + entry.value, namelen: entry.nameLength,
+                valuelen: entry.valueLength, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+        }
+        return try nameValues.withUnsafeBufferPointer { (array) throws(Failure) -> Result in
+            try body(array.baseAddress ?? UnsafePointer(bitPattern: 1)!, array.count)
+        }
+    }
+}
+
+@inline(__always)
+private func check(_ result: Int32) throws(HTTP2Error) {
+    if result < 0 { throw HTTP2Error(code: result) }
+}

@@ -1,0 +1,99 @@
+import HabitFlowHTTP2
+import NIOCore
+import Testing
+
+@Suite("nghttp2 sessions in memory")
+struct HTTP2SessionTests {
+    /// Moves every pending byte between two sessions until both are quiet, collecting what each side saw.
+    func exchange(client: HTTP2Session, server: HTTP2Session) throws -> (client: [HTTP2Event], server: [HTTP2Event]) {
+        var clientEvents: [HTTP2Event] = []
+        var serverEvents: [HTTP2Event] = []
+        for _ in 0..<16 {
+            var toServer = ByteBuffer()
+            clientEvents += try client.drainOutput(into: &toServer)
+            var toClient = ByteBuffer()
+            serverEvents += try server.drainOutput(into: &toClient)
+            if toServer.readableBytes > 0 { serverEvents += try server.receive(toServer) }
+            if toClient.readableBytes > 0 { clientEvents += try client.receive(toClient) }
+            if toServer.readableBytes == 0 && toClient.readableBytes == 0 && !client.wantsWrite && !server.wantsWrite {
+                break
+            }
+        }
+        return (clientEvents, serverEvents)
+    }
+
+    @Test("reports the nghttp2 version it linked")
+    func version() {
+        let version = HTTP2Session.libraryVersion
+        #expect(version.hasPrefix("1."), "unexpected nghttp2 version \(version)")
+    }
+
+    @Test("client and server complete the connection preface and acknowledge each other's SETTINGS")
+    func preface() throws {
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        let (clientEvents, serverEvents) = try exchange(client: client, server: server)
+
+        #expect(serverEvents.contains { if case .settings(acknowledgement: false) = $0 { true } else { false } })
+        #expect(serverEvents.contains { if case .settings(acknowledgement: true) = $0 { true } else { false } })
+        #expect(clientEvents.contains { if case .settings(acknowledgement: false) = $0 { true } else { false } })
+        #expect(clientEvents.contains { if case .settings(acknowledgement: true) = $0 { true } else { false } })
+        #expect(client.wantsReadOrWrite && server.wantsReadOrWrite)
+    }
+
+    @Test("a request with a body gets headers, data and trailers back")
+    func requestResponseWithTrailers() throws {
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        let streamID = try client.submitRequest(
+            [
+                .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
+                .init(name: ":path", value: "/echo"), .init(name: ":authority", value: "localhost"),
+                .init(name: "te", value: "trailers"),
+            ],
+            endStream: false)
+        client.writeData(ByteBuffer(string: "ping"), streamID: streamID)
+        client.finishStream(streamID, trailers: nil)
+        var (clientEvents, serverEvents) = try exchange(client: client, server: server)
+
+        let request = serverEvents.compactMap { event -> [HTTP2HeaderField]? in
+            if case .headers(streamID, let fields, false) = event { fields } else { nil }
+        }.first
+        #expect(request?.contains(.init(name: ":path", value: "/echo")) == true)
+        let body = serverEvents.compactMap { event -> String? in
+            if case .data(streamID, let buffer) = event { String(buffer: buffer) } else { nil }
+        }.joined()
+        #expect(body == "ping")
+        #expect(serverEvents.contains { if case .endOfStream(streamID) = $0 { true } else { false } })
+
+        try server.submitResponse([.init(name: ":status", value: "200")], streamID: streamID, endStream: false)
+        server.writeData(ByteBuffer(string: "pong"), streamID: streamID)
+        server.finishStream(streamID, trailers: [.init(name: "grpc-status", value: "0")])
+        (clientEvents, serverEvents) = try exchange(client: client, server: server)
+
+        let headerBlocks = clientEvents.compactMap { event -> ([HTTP2HeaderField], Bool)? in
+            if case .headers(streamID, let fields, let end) = event { (fields, end) } else { nil }
+        }
+        #expect(headerBlocks.count == 2)
+        #expect(headerBlocks.first?.0 == [.init(name: ":status", value: "200")])
+        #expect(headerBlocks.last?.0 == [.init(name: "grpc-status", value: "0")])
+        #expect(headerBlocks.last?.1 == true)
+        let reply = clientEvents.compactMap { event -> String? in
+            if case .data(streamID, let buffer) = event { String(buffer: buffer) } else { nil }
+        }.joined()
+        #expect(reply == "pong")
+        #expect(clientEvents.contains { if case .streamClosed(streamID, .noError) = $0 { true } else { false } })
+    }
+
+    @Test("a server refuses bytes that are not the client preface")
+    func badPreface() throws {
+        let server = try HTTP2Session(role: .server)
+        var ignored = ByteBuffer()
+        try server.drainOutput(into: &ignored)
+        #expect {
+            try server.receive(ByteBuffer(string: "GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+        } throws: { error in
+            (error as? HTTP2Error)?.isBadClientMagic == true
+        }
+    }
+}

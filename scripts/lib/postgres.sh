@@ -1,0 +1,66 @@
+# Starting and stopping a private Postgres 15 cluster, shared by scripts/test and scripts/stack. Source it.
+#
+# Postgres refuses to run as root, so as root the cluster belongs to an unprivileged system user
+# (HABITFLOW_PG_USER, default "habitflow"); as any other user it simply runs as that user.
+
+PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+HABITFLOW_PG_USER=${HABITFLOW_PG_USER:-habitflow}
+
+# Runs a command as the cluster's owner.
+pg_as_owner() {
+    if [[ $(id -u) -eq 0 ]]; then
+        runuser -u "$HABITFLOW_PG_USER" -- "$@"
+    else
+        "$@"
+    fi
+}
+
+# Prints a free TCP port on 127.0.0.1.
+pg_free_port() {
+    /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# pg_init DATA_DIR SUPERUSER_PASSWORD: creates a cluster in DATA_DIR (which must not exist or be empty).
+# Local socket connections trust the owner; TCP connections need a password (scram-sha-256).
+pg_init() {
+    local data_dir=$1 password=$2
+    if [[ $(id -u) -eq 0 ]] && ! id -u "$HABITFLOW_PG_USER" >/dev/null 2>&1; then
+        useradd --system --no-create-home --shell /usr/sbin/nologin "$HABITFLOW_PG_USER"
+    fi
+    mkdir -p "$data_dir"
+    [[ $(id -u) -eq 0 ]] && chown "$HABITFLOW_PG_USER" "$data_dir"
+    chmod 700 "$data_dir"
+    local pwfile
+    pwfile=$(mktemp)
+    printf '%s\n' "$password" >"$pwfile"
+    [[ $(id -u) -eq 0 ]] && chown "$HABITFLOW_PG_USER" "$pwfile"
+    pg_as_owner "$PG_BIN/initdb" --pgdata="$data_dir" --username=postgres --pwfile="$pwfile" \
+        --auth-local=trust --auth-host=scram-sha-256 --encoding=UTF8 --locale=C.UTF-8 >/dev/null
+    rm -f "$pwfile"
+}
+
+# pg_start DATA_DIR PORT LOG_FILE: starts the cluster in the background on 127.0.0.1:PORT and waits until it
+# accepts connections. The socket lives inside the data folder.
+pg_start() {
+    local data_dir=$1 port=$2 log_file=$3
+    touch "$log_file"
+    [[ $(id -u) -eq 0 ]] && chown "$HABITFLOW_PG_USER" "$log_file"
+    pg_as_owner "$PG_BIN/pg_ctl" --pgdata="$data_dir" --log="$log_file" --wait --timeout=60 \
+        -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$data_dir -c fsync=${PG_FSYNC:-on} -c max_connections=${PG_MAX_CONNECTIONS:-200}" \
+        start >/dev/null
+}
+
+# pg_stop DATA_DIR: fast shutdown (rolls back open transactions); quiet when nothing runs.
+pg_stop() {
+    local data_dir=$1
+    [[ -f "$data_dir/postmaster.pid" ]] || return 0
+    pg_as_owner "$PG_BIN/pg_ctl" --pgdata="$data_dir" --mode=fast --wait --timeout=60 stop >/dev/null 2>&1 || true
+}
+
+# pg_psql DATA_DIR PORT [psql args...]: psql as the superuser over the cluster's own socket.
+pg_psql() {
+    local data_dir=$1 port=$2
+    shift 2
+    pg_as_owner "$PG_BIN/psql" --quiet --no-psqlrc --set=ON_ERROR_STOP=1 \
+        --host="$data_dir" --port="$port" --username=postgres --dbname=postgres "$@"
+}
