@@ -20,6 +20,8 @@ let package = Package(
     products: [],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         // MARK: C libraries (system-library targets, pkg-config + apt providers)
@@ -49,6 +51,13 @@ let package = Package(
             providers: [.apt(["libcrypt-dev"])]
         ),
 
+        .systemLibrary(
+            name: "CZlib",
+            path: "Shared/CSystem/CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+
         // MARK: Safe Swift layers over the C libraries
 
         .target(
@@ -67,9 +76,99 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "HabitFlowCompression",
+            dependencies: ["CZlib", .product(name: "NIOCore", package: "swift-nio")],
+            path: "Shared/Compression",
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "HabitFlowPostgres",
             dependencies: ["CLibPQ"],
             path: "Shared/Postgres",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowTLS",
+            dependencies: ["COpenSSL", .product(name: "NIOCore", package: "swift-nio")],
+            path: "Shared/TLS",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: RPC runtime (gRPC over HTTP/2)
+
+        .target(
+            name: "HabitFlowGRPCProtos",
+            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/RPC/Protos",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowRPC",
+            dependencies: [
+                "HabitFlowGRPCProtos",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Shared/RPC/Core",
+            swiftSettings: swiftSettings
+        ),
+        // The health and reflection services: messages plus generated `Handler` protocols, which need HabitFlowRPC.
+        // Apart from HabitFlowGRPCProtos (google.rpc messages, used by the core), so there is no dependency cycle.
+        .target(
+            name: "HabitFlowGRPCSideServiceProtos",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/RPC/SideServiceProtos",
+            swiftSettings: swiftSettings
+        ),
+
+        .target(
+            name: "HabitFlowRPCServer",
+            dependencies: [
+                "HabitFlowRPC",
+                "HabitFlowGRPCProtos",
+                "HabitFlowHTTP2",
+                "HabitFlowTLS",
+                "HabitFlowCompression",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Shared/RPC/Server",
+            swiftSettings: swiftSettings
+        ),
+
+        .target(
+            name: "HabitFlowRPCSideServices",
+            dependencies: [
+                "HabitFlowRPC",
+                "HabitFlowGRPCSideServiceProtos",
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Shared/RPC/SideServices",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Interop (grpc/grpc's interop test service, Tools/Interop)
+
+        .target(
+            name: "GRPCInteropTesting",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Tools/Interop/Testing",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "interop-server",
+            dependencies: [
+                "GRPCInteropTesting",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCServer",
+                "HabitFlowRPCSideServices",
+                "HabitFlowTLS",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/Interop/Server",
             swiftSettings: swiftSettings
         ),
 
@@ -91,6 +190,27 @@ let package = Package(
             name: "PostgresTests",
             dependencies: ["HabitFlowPostgres"],
             path: "Tests/PostgresTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TLSTests",
+            dependencies: [
+                "HabitFlowTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Tests/TLSTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CodegenTests",
+            dependencies: [
+                "GRPCInteropTesting",
+                "HabitFlowRPC",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/CodegenTests",
             swiftSettings: swiftSettings
         ),
     ]

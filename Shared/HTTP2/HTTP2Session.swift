@@ -24,6 +24,8 @@ public final class HTTP2Session {
     private var incomingHeaders: [Int32: [HTTP2HeaderField]] = [:]
     /// Outbound DATA (and trailers) waiting for nghttp2 to pull them, per stream.
     private var outbound: [Int32: OutboundStream] = [:]
+    /// Streams to reset with NO_ERROR once our END_STREAM is out, if the peer is still sending.
+    private var resetAfterEndStream: Set<Int32> = []
 
     /// Creates a session and queues our SETTINGS frame (the server also expects the client preface).
     public init(role: Role, configuration: HTTP2Configuration = .init()) throws(HTTP2Error) {
@@ -183,6 +185,12 @@ public final class HTTP2Session {
         resumeIfDeferred(streamID)
     }
 
+    /// Once our side of the stream has ended (trailers or a Trailers-Only HEADERS frame sent), follows up with
+    /// RST_STREAM(NO_ERROR) if the peer has not half-closed, telling it to stop sending (RFC 9113 section 8.1).
+    public func resetAfterEndOfStream(_ streamID: Int32) {
+        resetAfterEndStream.insert(streamID)
+    }
+
     /// Bytes queued with ``writeData(_:streamID:)`` that nghttp2 has not taken yet.
     public func queuedOutboundBytes(streamID: Int32) -> Int {
         outbound[streamID]?.queuedBytes ?? 0
@@ -287,10 +295,16 @@ public final class HTTP2Session {
         pendingEvents.append(.data(streamID: streamID, buffer))
     }
 
-    fileprivate func frameSent(type: UInt8, streamID: Int32) {
+    fileprivate func frameSent(type: UInt8, flags: UInt8, streamID: Int32) {
         switch UInt32(type) {
         case NGHTTP2_HEADERS.rawValue, NGHTTP2_DATA.rawValue:
             pendingEvents.append(.streamFrameSent(streamID: streamID))
+            if flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, resetAfterEndStream.remove(streamID) != nil,
+                let session, nghttp2_session_get_stream_remote_close(session, streamID) == 0
+            {
+                _ = nghttp2_submit_rst_stream(
+                    session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, HTTP2ErrorCode.noError.rawValue)
+            }
         case NGHTTP2_GOAWAY.rawValue:
             pendingEvents.append(.goawaySent)
         default:
@@ -300,6 +314,7 @@ public final class HTTP2Session {
 
     fileprivate func streamClosed(streamID: Int32, errorCode: UInt32) {
         outbound[streamID] = nil
+        resetAfterEndStream.remove(streamID)
         incomingHeaders[streamID] = nil
         pendingEvents.append(.streamClosed(streamID: streamID, errorCode: HTTP2ErrorCode(rawValue: errorCode)))
     }
@@ -406,7 +421,8 @@ private func installCallbacks(_ callbacks: OpaquePointer?) {
     }
     nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
         guard let frame, let session = owner(userData) else { return 0 }
-        session.frameSent(type: frame.pointee.hd.type, streamID: frame.pointee.hd.stream_id)
+        let header = frame.pointee.hd
+        session.frameSent(type: header.type, flags: header.flags, streamID: header.stream_id)
         return 0
     }
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in

@@ -1,0 +1,78 @@
+public import NIOCore
+
+/// One gRPC Length-Prefixed-Message: a compressed flag and the (possibly compressed) payload.
+public struct FramedMessage: Sendable {
+    public var compressed: Bool
+    public var payload: ByteBuffer
+
+    public init(compressed: Bool, payload: ByteBuffer) {
+        self.compressed = compressed
+        self.payload = payload
+    }
+}
+
+/// Splits a stream of DATA bytes into Length-Prefixed-Messages (1-byte flag, 4-byte big-endian length, payload).
+///
+/// Messages may span DATA frames and a frame may hold several messages. The length is checked against the limit as
+/// soon as the 5-byte prefix is in, so an oversized message is refused before it is buffered.
+public struct MessageDeframer: Sendable {
+    public enum Failure: Error, Sendable, Equatable {
+        /// The prefix announced a message larger than the limit.
+        case messageTooLarge(length: Int, limit: Int)
+        /// The compressed-flag byte was neither 0 nor 1.
+        case invalidFlag(UInt8)
+    }
+
+    public let maxMessageSize: Int
+    private var buffer = ByteBuffer()
+    /// The prefix of the message being assembled, once read.
+    private var pending: (compressed: Bool, length: Int)?
+
+    public init(maxMessageSize: Int) {
+        self.maxMessageSize = maxMessageSize
+    }
+
+    /// Bytes received but not yet part of a complete message.
+    public var bufferedBytes: Int { buffer.readableBytes }
+
+    /// True when no partial message is buffered (a stream may end only here).
+    public var isAtMessageBoundary: Bool { pending == nil && buffer.readableBytes == 0 }
+
+    /// Appends received bytes.
+    public mutating func append(_ bytes: ByteBuffer) {
+        if buffer.readableBytes == 0 {
+            buffer = bytes  // the common case: no copy
+        } else {
+            var bytes = bytes
+            buffer.writeBuffer(&bytes)
+        }
+    }
+
+    /// The next complete message, or `nil` when more bytes are needed.
+    public mutating func next() throws(Failure) -> FramedMessage? {
+        if pending == nil {
+            guard buffer.readableBytes >= 5,
+                let flag = buffer.readInteger(as: UInt8.self),
+                let length = buffer.readInteger(endianness: .big, as: UInt32.self)
+            else { return nil }
+            guard flag <= 1 else { throw .invalidFlag(flag) }
+            guard Int(length) <= maxMessageSize else {
+                throw .messageTooLarge(length: Int(length), limit: maxMessageSize)
+            }
+            pending = (flag == 1, Int(length))
+        }
+        guard let (compressed, length) = pending, let payload = buffer.readSlice(length: length) else { return nil }
+        pending = nil
+        if buffer.readableBytes == 0 { buffer.clear() }
+        return FramedMessage(compressed: compressed, payload: payload)
+    }
+}
+
+/// Writes the 5-byte prefix and the payload of one message into `buffer`.
+public func writeFramedMessage(_ payload: ByteBuffer, compressed: Bool, into buffer: inout ByteBuffer) {
+    buffer.reserveCapacity(minimumWritableBytes: 5 + payload.readableBytes)
+    buffer.writeInteger(compressed ? UInt8(1) : 0)
+    buffer.writeInteger(UInt32(payload.readableBytes), endianness: .big)
+    var payload = payload
+    buffer.writeBuffer(&payload)
+}

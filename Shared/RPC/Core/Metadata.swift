@@ -1,0 +1,121 @@
+/// A metadata value: printable ASCII text, or bytes under a `-bin` key.
+public enum MetadataValue: Sendable, Hashable, ExpressibleByStringLiteral {
+    case text(String)
+    case binary([UInt8])
+
+    public init(stringLiteral value: String) {
+        self = .text(value)
+    }
+}
+
+/// gRPC metadata: an ordered multimap of lower-case keys to text or binary values.
+///
+/// Keys ending in `-bin` carry binary values, which travel base64-encoded; all other values are printable ASCII.
+public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral {
+    public typealias Key = String
+    public typealias Value = MetadataValue
+    public struct Entry: Sendable, Hashable {
+        public var key: String
+        public var value: Value
+    }
+
+    private var entries: [Entry] = []
+
+    public init() {}
+
+    public init(dictionaryLiteral elements: (String, MetadataValue)...) {
+        for (key, value) in elements { entries.append(Entry(key: key.lowercased(), value: value)) }
+    }
+
+    /// Adds a text value (keys are lower-cased).
+    public mutating func add(_ key: String, _ value: String) {
+        entries.append(Entry(key: key.lowercased(), value: .text(value)))
+    }
+
+    /// Adds a binary value; `key` must end in `-bin`.
+    public mutating func add(_ key: String, binary value: [UInt8]) {
+        precondition(key.hasSuffix("-bin"), "binary metadata keys end in -bin")
+        entries.append(Entry(key: key.lowercased(), value: .binary(value)))
+    }
+
+    public mutating func add(contentsOf other: Metadata) {
+        entries.append(contentsOf: other.entries)
+    }
+
+    /// Replaces every value of `key` with one text value.
+    public mutating func set(_ key: String, _ value: String) {
+        removeAll(key)
+        add(key, value)
+    }
+
+    public mutating func removeAll(_ key: String) {
+        let key = key.lowercased()
+        entries.removeAll { $0.key == key }
+    }
+
+    /// The first text value of `key`.
+    public subscript(_ key: String) -> String? {
+        let key = key.lowercased()
+        for entry in entries where entry.key == key {
+            if case .text(let value) = entry.value { return value }
+        }
+        return nil
+    }
+
+    /// The first binary value of `key` (a `-bin` key).
+    public func binary(_ key: String) -> [UInt8]? {
+        let key = key.lowercased()
+        for entry in entries where entry.key == key {
+            if case .binary(let value) = entry.value { return value }
+        }
+        return nil
+    }
+
+    public func values(_ key: String) -> [Value] {
+        let key = key.lowercased()
+        return entries.filter { $0.key == key }.map(\.value)
+    }
+
+    public var isEmpty: Bool { entries.isEmpty }
+    public var count: Int { entries.count }
+
+    public func makeIterator() -> IndexingIterator<[Entry]> {
+        entries.makeIterator()
+    }
+}
+
+extension Metadata {
+    /// Header fields as sent on the wire: binary values base64-encoded without padding.
+    public var headerFields: [(name: String, value: String)] {
+        entries.map { entry in
+            switch entry.value {
+            case .text(let text): (entry.key, text)
+            case .binary(let bytes): (entry.key, Base64.encode(bytes, padding: false))
+            }
+        }
+    }
+
+    /// Parses a received header field into metadata. A `-bin` value is split at commas (intermediaries may join
+    /// repeated fields) and decoded, padded or not; undecodable binary values are dropped rather than failing the call.
+    public mutating func addReceived(name: String, value: String) {
+        guard name.hasSuffix("-bin") else {
+            entries.append(Entry(key: name, value: .text(value)))
+            return
+        }
+        for part in value.split(separator: ",", omittingEmptySubsequences: false) {
+            let trimmed = part.trimmingSpaces()
+            if let bytes = Base64.decode(trimmed) {
+                entries.append(Entry(key: name, value: .binary(bytes)))
+            }
+        }
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingSpaces() -> Substring {
+        var result = self
+        while result.first == " " { result.removeFirst() }
+        while result.last == " " { result.removeLast() }
+        return result
+    }
+}

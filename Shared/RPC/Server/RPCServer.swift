@@ -1,0 +1,141 @@
+public import HabitFlowRPC
+internal import HabitFlowTLS
+public import Logging
+public import NIOCore
+public import NIOPosix
+internal import Synchronization
+
+/// The routing table of a server: every method of every registered service by `:path`, and the interceptors.
+struct RPCRouter: Sendable {
+    let methods: [String: ServerMethod]
+    let interceptors: [any ServerInterceptor]
+}
+
+/// A gRPC server: SwiftNIO accepts connections, each served by an nghttp2 session (h2c, or TLS with ALPN h2).
+///
+/// ```swift
+/// let server = RPCServer(configuration: .init(port: 7072), services: [HabitsService(...), HealthService(...)], logger: logger)
+/// try await server.start()
+/// ...
+/// await server.shutdown()  // GOAWAY, in-flight calls finish within the grace period, then close
+/// ```
+public final class RPCServer: Sendable {
+    public let configuration: RPCServerConfiguration
+    private let router: RPCRouter
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    private struct State {
+        var listener: (any Channel)?
+        var connections: [ObjectIdentifier: any Channel] = [:]
+        var shuttingDown = false
+    }
+
+    /// - Parameters:
+    ///   - services: the services to route to; two services with the same method path are a programming error.
+    ///   - interceptors: wrap every call, the first outermost.
+    public init(
+        configuration: RPCServerConfiguration,
+        services: [any RPCService],
+        interceptors: [any ServerInterceptor] = [],
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger
+    ) {
+        var methods: [String: ServerMethod] = [:]
+        for service in services {
+            for method in service.methods {
+                precondition(methods[method.descriptor.path] == nil, "\(method.descriptor.path) is registered twice")
+                methods[method.descriptor.path] = method
+            }
+        }
+        self.configuration = configuration
+        self.router = RPCRouter(methods: methods, interceptors: interceptors)
+        self.group = group
+        self.logger = logger
+    }
+
+    /// The address the server listens on, once started (with the real port when configured with port 0).
+    public var localAddress: SocketAddress? {
+        state.withLock { $0.listener?.localAddress }
+    }
+
+    /// Binds and starts accepting connections.
+    public func start() async throws {
+        let tlsContext = try configuration.tls.map { try TLSContext(configuration: $0) }
+        let router = self.router
+        let configuration = self.configuration
+        let logger = self.logger
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { [weak self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let tlsContext {
+                        try channel.pipeline.syncOperations.addHandler(TLSHandler(context: tlsContext))
+                    }
+                    try channel.pipeline.syncOperations.addHandler(
+                        ServerConnectionHandler(
+                            router: router, configuration: configuration, logger: logger, eventLoop: channel.eventLoop))
+                    self?.track(channel)
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port)
+            .get()
+        state.withLock { $0.listener = channel }
+        logger.info("listening", metadata: ["address": "\(channel.localAddress.map { "\($0)" } ?? "?")"])
+    }
+
+    /// Runs until ``shutdown()`` completes (starting first if needed).
+    public func run() async throws {
+        if localAddress == nil { try await start() }
+        let listener = state.withLock { $0.listener }
+        try await listener?.closeFuture.get()
+        while !state.withLock({ $0.connections.isEmpty }) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Stops accepting, asks every connection to finish its calls (GOAWAY), and returns when all are closed, at
+    /// the latest after the grace period plus a second.
+    public func shutdown() async {
+        let (listener, connections) = state.withLock { state in
+            state.shuttingDown = true
+            return (state.listener, Array(state.connections.values))
+        }
+        try? await listener?.close()
+        for connection in connections {
+            connection.pipeline.fireUserInboundEventTriggered(ServerConnectionHandler.GracefulShutdownEvent())
+        }
+        let deadline = ContinuousClock.now + configuration.connectionManagement.gracePeriod + .seconds(1)
+        for connection in connections {
+            let remaining = deadline - .now
+            guard remaining > .zero else { break }
+            _ = try? await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await connection.closeFuture.get() }
+                group.addTask { try await Task.sleep(for: remaining) }
+                try await group.next()
+                group.cancelAll()
+            }
+        }
+        for connection in state.withLock({ Array($0.connections.values) }) {
+            try? await connection.close()
+        }
+    }
+
+    private func track(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        let shuttingDown = state.withLock { state in
+            state.connections[id] = channel
+            return state.shuttingDown
+        }
+        channel.closeFuture.whenComplete { [weak self] _ in
+            _ = self?.state.withLock { $0.connections.removeValue(forKey: id) }
+        }
+        if shuttingDown {
+            channel.pipeline.fireUserInboundEventTriggered(ServerConnectionHandler.GracefulShutdownEvent())
+        }
+    }
+}

@@ -1,0 +1,766 @@
+internal import HabitFlowCompression
+internal import HabitFlowGRPCProtos
+internal import HabitFlowHTTP2
+internal import HabitFlowRPC
+internal import HabitFlowTLS
+internal import Logging
+internal import NIOCore
+internal import SwiftProtobuf
+
+/// Serves gRPC on one connection: drives an nghttp2 server session with the bytes the channel reads, turns streams
+/// into calls, runs their handlers, and writes everything the session wants to send, batched per event-loop tick.
+///
+/// Lives on the channel's event loop; handler tasks reach it through `NIOLoopBound`.
+final class ServerConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// Asks every connection to finish its calls and close (sent by ``RPCServer/shutdown()``).
+    struct GracefulShutdownEvent: Sendable {}
+
+    private let router: RPCRouter
+    private let configuration: RPCServerConfiguration
+    private var logger: Logger
+    private let taskExecutor: (any TaskExecutor)?
+
+    private var session: HTTP2Session?
+    private var context: ChannelHandlerContext?
+    private var streams: [Int32: ServerStream] = [:]
+    private var peer = "unknown"
+
+    /// Output waits for the TLS handshake (and an ALPN check) when TLS is on.
+    private var outputEnabled: Bool
+    private var inReadBurst = false
+    private var flushScheduled = false
+
+    private var keepalive = KeepalivePolicy()
+    private var lastReadTime = NIODeadline.now()
+    private var pingTimer: Scheduled<Void>?
+    private var pingTimeoutTimer: Scheduled<Void>?
+    private var idleTimer: Scheduled<Void>?
+    private var ageTimer: Scheduled<Void>?
+
+    private enum Phase {
+        case active
+        /// Shutdown notice sent; waiting one round trip before the final GOAWAY.
+        case shutdownNoticeSent(Scheduled<Void>?)
+        /// Final GOAWAY sent; closing when the last call ends or the grace period runs out.
+        case draining(Scheduled<Void>?)
+        case closed
+    }
+
+    private var phase = Phase.active
+    private static let shutdownPingPayload: UInt64 = 0x6866_5F73_6875_7464  // "hf_shutd"
+    private static let keepalivePingPayload: UInt64 = 0x6866_5F6B_6565_7061  // "hf_keepa"
+
+    init(router: RPCRouter, configuration: RPCServerConfiguration, logger: Logger, eventLoop: any EventLoop) {
+        self.router = router
+        self.configuration = configuration
+        self.logger = logger
+        self.outputEnabled = configuration.tls == nil
+        switch configuration.handlerExecution {
+        case .eventLoop: self.taskExecutor = EventLoopTaskExecutor(eventLoop: eventLoop)
+        case .globalConcurrentExecutor: self.taskExecutor = nil
+        }
+    }
+
+    private var loopBound: NIOLoopBound<ServerConnectionHandler> {
+        NIOLoopBound(self, eventLoop: context!.eventLoop)
+    }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { start(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context: context)
+        context.fireChannelActive()
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard session == nil else { return }
+        if let address = context.channel.remoteAddress {
+            peer = Self.describe(address)
+            logger[metadataKey: "peer"] = "\(peer)"
+        }
+        do {
+            session = try HTTP2Session(role: .server, configuration: configuration.http2)
+        } catch {
+            logger.error("could not create an HTTP/2 session", metadata: ["error": "\(error)"])
+            context.close(promise: nil)
+            return
+        }
+        armIdleTimer()
+        armKeepalivePing()
+        if let age = configuration.connectionManagement.maxConnectionAge {
+            let bound = loopBound
+            ageTimer = context.eventLoop.scheduleTask(in: TimeAmount(age)) { bound.value.beginGracefulShutdown() }
+        }
+        flushOutput()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let session else { return }
+        let bytes = unwrapInboundIn(data)
+        inReadBurst = true
+        lastReadTime = .now()
+        do {
+            let events = try session.receive(bytes)
+            handle(events)
+        } catch {
+            handle(error.events)
+            if error.isBadClientMagic {
+                logger.debug("not an HTTP/2 client (bad connection preface); closing")
+            } else {
+                logger.info("HTTP/2 protocol error; closing", metadata: ["error": "\(error)"])
+            }
+            closeAfterFlushing()
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        inReadBurst = false
+        flushOutput()
+        context.fireChannelReadComplete()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { flushOutput() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let handshake as TLSHandshakeCompleted:
+            guard handshake.negotiatedProtocol == "h2" else {
+                logger.info("TLS client did not negotiate ALPN h2; closing")
+                context.close(promise: nil)
+                return
+            }
+            outputEnabled = true
+            flushOutput()
+        case is GracefulShutdownEvent:
+            beginGracefulShutdown()
+        case let event as ChannelEvent where event == .inputClosed:
+            // The client closed its side: nothing more will arrive, finish what we can and close.
+            closeAfterFlushing()
+        default:
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("connection error; closing", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        phase = .closed
+        for (_, stream) in streams { stream.abandon(error: CancellationError()) }
+        streams.removeAll()
+        for timer in [pingTimer, pingTimeoutTimer, idleTimer, ageTimer] { timer?.cancel() }
+        session?.close()
+        session = nil
+        context.fireChannelInactive()
+    }
+
+    // MARK: HTTP/2 events
+
+    private func handle(_ events: [HTTP2Event]) {
+        for event in events {
+            switch event {
+            case .headers(let streamID, let fields, let endStream):
+                if let stream = streams[streamID] {
+                    // Trailers from the client: no meaning in gRPC beyond ending the request stream.
+                    if endStream { endOfRequests(stream) }
+                } else {
+                    startCall(streamID: streamID, fields: fields, endStream: endStream)
+                }
+            case .data(let streamID, let bytes):
+                receiveData(bytes, streamID: streamID)
+            case .endOfStream(let streamID):
+                if let stream = streams[streamID] { endOfRequests(stream) }
+            case .streamReset(let streamID, let errorCode):
+                if let stream = streams.removeValue(forKey: streamID) {
+                    logger.debug("client reset stream", metadata: ["stream": "\(streamID)", "code": "\(errorCode)"])
+                    stream.abandon(error: CancellationError())
+                    streamsChanged()
+                }
+            case .streamClosed(let streamID, _):
+                if let stream = streams.removeValue(forKey: streamID) {
+                    stream.abandon(error: CancellationError())
+                    streamsChanged()
+                }
+            case .ping(acknowledgement: false):
+                if !keepalive.pingReceived(hasActiveCalls: !streams.isEmpty, policy: configuration.keepalive) {
+                    logger.info("client pings too often; GOAWAY ENHANCE_YOUR_CALM")
+                    session?.submitGoaway(errorCode: .enhanceYourCalm, debugData: "too_many_pings")
+                    closeAfterFlushing()
+                    return
+                }
+            case .ping(acknowledgement: true):
+                pingAcknowledged()
+            case .streamFrameSent:
+                keepalive.dataOrHeadersSent()
+            case .goaway(_, let errorCode):
+                logger.debug("client sent GOAWAY", metadata: ["code": "\(errorCode)"])
+            case .settings, .goawaySent:
+                break
+            }
+        }
+    }
+
+    // MARK: Calls
+
+    private func startCall(streamID: Int32, fields: [HTTP2HeaderField], endStream: Bool) {
+        guard let context else { return }
+        let head = ServerRequestHead(fields)
+
+        guard head.method == "POST" else {
+            return rejectRequest(streamID, httpStatus: "405", RPCError(.internal, "gRPC requires POST, got \(head.method ?? "none")"))
+        }
+        guard head.hasGRPCContentType else {
+            return rejectRequest(
+                streamID, httpStatus: "415",
+                RPCError(.internal, "invalid gRPC request content-type \"\(head.contentType ?? "")\""))
+        }
+        guard head.te == "trailers" else {
+            return rejectRequest(streamID, httpStatus: "400", RPCError(.internal, "gRPC requires the header te: trailers"))
+        }
+        guard let path = head.path, let method = router.methods[path] else {
+            return rejectRequest(streamID, httpStatus: "200", RPCError(.unimplemented, "Method not found: \(head.path ?? "")"))
+        }
+        var deadline: ContinuousClock.Instant?
+        var timeout: Duration?
+        if let value = head.timeout {
+            guard let parsed = GRPCTimeout.parse(value) else {
+                return rejectRequest(streamID, httpStatus: "200", RPCError(.internal, "malformed grpc-timeout \"\(value)\""))
+            }
+            timeout = parsed
+            deadline = .now + parsed
+        }
+        var requestEncoding: MessageEncoding?
+        if let encoding = head.encoding {
+            guard let known = MessageEncoding(rawValue: encoding) else {
+                return rejectRequest(
+                    streamID, httpStatus: "200",
+                    RPCError(.unimplemented, "grpc-encoding \"\(encoding)\" is not supported (supported: \(MessageEncoding.advertised))"))
+            }
+            requestEncoding = known == .identity ? nil : known
+        }
+
+        let callContext = ServerContext(
+            method: method.descriptor, requestMetadata: head.metadata, deadline: deadline, peer: peer)
+        let transport = ServerStreamTransport(
+            streamID: streamID, connection: loopBound,
+            requestQueueHighWatermark: configuration.requestQueueHighWatermark)
+        let stream = ServerStream(
+            streamID: streamID, context: callContext, transport: transport, requestEncoding: requestEncoding,
+            acceptsGzip: head.acceptsGzip, maxReceiveMessageSize: configuration.maxReceiveMessageSize)
+        streams[streamID] = stream
+        streamsChanged()
+        if endStream { endOfRequests(stream) }
+
+        if let timeout {
+            guard timeout > .zero else {
+                return failCall(stream, RPCError(.deadlineExceeded, "deadline exceeded before the call started"))
+            }
+            let bound = loopBound
+            stream.deadlineTimer = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+                bound.value.deadlineExpired(streamID: streamID)
+            }
+        }
+
+        let interceptors = router.interceptors
+        let run = method.run
+        let bound = loopBound
+        stream.task = Task(executorPreference: taskExecutor) {
+            let outcome: Result<Void, any Error>
+            do {
+                if interceptors.isEmpty {
+                    try await run(callContext, transport)
+                } else {
+                    try await interceptors.run(context: callContext) { try await run(callContext, transport) }
+                }
+                outcome = .success(())
+            } catch {
+                outcome = .failure(error)
+            }
+            bound.eventLoop.executeOrRunNow { bound.value.handlerFinished(streamID: streamID, outcome: outcome) }
+        }
+    }
+
+    /// Answers a request that never reaches a handler with a Trailers-Only response.
+    private func rejectRequest(_ streamID: Int32, httpStatus: String, _ error: RPCError) {
+        guard let session else { return }
+        logger.debug("rejected request", metadata: ["stream": "\(streamID)", "status": "\(error)"])
+        var fields = [
+            HTTP2HeaderField(name: ":status", value: httpStatus),
+            HTTP2HeaderField(name: "content-type", value: "application/grpc"),
+        ]
+        if error.code == .unimplemented {
+            fields.append(.init(name: "grpc-accept-encoding", value: MessageEncoding.advertised))
+        }
+        fields += statusFields(error.code, message: error.message, details: error.details, trailers: error.trailers)
+        try? session.submitResponse(fields, streamID: streamID, endStream: true)
+        session.resetAfterEndOfStream(streamID)
+        scheduleFlush()
+    }
+
+    private func receiveData(_ bytes: ByteBuffer, streamID: Int32) {
+        guard let session else { return }
+        guard let stream = streams[streamID], !stream.statusSent else {
+            // Data for a call that already ended: give the window back and drop it.
+            session.consume(bytes.readableBytes, streamID: streamID)
+            return
+        }
+        stream.deframer.append(bytes)
+        var queued = 0
+        do {
+            while let framed = try stream.deframer.next() {
+                let payload: ByteBuffer
+                if framed.compressed {
+                    guard stream.requestEncoding == .gzip else {
+                        throw RPCError(.internal, "received a compressed message without a grpc-encoding")
+                    }
+                    do {
+                        payload = try Gzip.decompress(framed.payload, limit: configuration.maxReceiveMessageSize)
+                    } catch .tooLarge(let limit) {
+                        throw RPCError(
+                            .resourceExhausted, "decompressed request message larger than the limit of \(limit) bytes")
+                    } catch .corrupt(let reason) {
+                        throw RPCError(.internal, "could not decompress the request message: \(reason)")
+                    }
+                } else {
+                    payload = framed.payload
+                }
+                queued = stream.transport.deliver(ReceivedMessage(payload: payload, wasCompressed: framed.compressed))
+            }
+        } catch let failure as MessageDeframer.Failure {
+            session.consume(bytes.readableBytes, streamID: streamID)
+            switch failure {
+            case .messageTooLarge(let length, let limit):
+                return failCall(
+                    stream,
+                    RPCError(.resourceExhausted, "received message larger than max (\(length) vs. \(limit) bytes)"))
+            case .invalidFlag(let flag):
+                return failCall(stream, RPCError(.internal, "invalid compressed-flag byte \(flag) in message prefix"))
+            }
+        } catch let error as RPCError {
+            session.consume(bytes.readableBytes, streamID: streamID)
+            return failCall(stream, error)
+        } catch {
+            session.consume(bytes.readableBytes, streamID: streamID)
+            return failCall(stream, RPCError(.internal, "could not read the request"))
+        }
+        // Back-pressure: stop returning flow-control credit while the handler has a backlog of whole messages.
+        if queued >= configuration.requestQueueHighWatermark {
+            stream.withheldBytes += bytes.readableBytes
+            stream.transport.withholdCredit()
+        } else {
+            session.consume(bytes.readableBytes, streamID: streamID)
+        }
+    }
+
+    private func endOfRequests(_ stream: ServerStream) {
+        guard !stream.requestsEnded else { return }
+        stream.requestsEnded = true
+        guard stream.deframer.isAtMessageBoundary else {
+            return failCall(stream, RPCError(.internal, "the request stream ended inside a message (truncated message)"))
+        }
+        stream.transport.finishRequests()
+    }
+
+    /// The handler pulled enough messages: return the flow-control credit held back.
+    func releaseRequestCredit(streamID: Int32) {
+        guard let stream = streams[streamID], stream.withheldBytes > 0 else { return }
+        session?.consume(stream.withheldBytes, streamID: streamID)
+        stream.withheldBytes = 0
+        scheduleFlush()
+    }
+
+    func sendResponse(
+        _ payload: ByteBuffer, compressed: Bool, streamID: Int32,
+        whenQueued continuation: CheckedContinuation<Void, any Error>
+    ) {
+        guard let session, let stream = streams[streamID], !stream.statusSent else {
+            continuation.resume(throwing: RPCError(.cancelled, "the call has ended"))
+            return
+        }
+        if !stream.headersSent { sendResponseHeaders(stream, wantsCompression: compressed) }
+        let compress = compressed && stream.responseEncoding == .gzip
+        let body = compress ? Gzip.compress(payload) : payload
+        var framed = context!.channel.allocator.buffer(capacity: 5 + body.readableBytes)
+        writeFramedMessage(body, compressed: compress, into: &framed)
+        session.writeData(framed, streamID: streamID)
+        scheduleFlush()
+        if session.queuedOutboundBytes(streamID: streamID) > configuration.responseQueueHighWatermark {
+            stream.responseWaiter = continuation
+        } else {
+            continuation.resume()
+        }
+    }
+
+    func cancelResponseWaiter(streamID: Int32) {
+        guard let stream = streams[streamID], let waiter = stream.responseWaiter else { return }
+        stream.responseWaiter = nil
+        waiter.resume(throwing: CancellationError())
+    }
+
+    private func sendResponseHeaders(_ stream: ServerStream, wantsCompression: Bool) {
+        guard let session else { return }
+        stream.headersSent = true
+        var fields = [
+            HTTP2HeaderField(name: ":status", value: "200"),
+            HTTP2HeaderField(name: "content-type", value: "application/grpc"),
+            HTTP2HeaderField(name: "grpc-accept-encoding", value: MessageEncoding.advertised),
+        ]
+        if stream.acceptsGzip && (wantsCompression || stream.context.compressResponses) {
+            stream.responseEncoding = .gzip
+            fields.append(.init(name: "grpc-encoding", value: "gzip"))
+        }
+        for (name, value) in stream.context.initialMetadata.headerFields {
+            fields.append(.init(name: name, value: value))
+        }
+        do {
+            try session.submitResponse(fields, streamID: stream.streamID, endStream: false)
+        } catch {
+            logger.error("could not submit response headers", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func handlerFinished(streamID: Int32, outcome: Result<Void, any Error>) {
+        guard let stream = streams[streamID] else { return }
+        stream.task = nil
+        guard !stream.statusSent else { return }
+        switch outcome {
+        case .success:
+            sendStatus(stream, code: RPCStatusCode.ok, message: "", details: [], extraTrailers: Metadata())
+        case .failure(let error as RPCError):
+            sendStatus(stream, code: error.code, message: error.message, details: error.details, extraTrailers: error.trailers)
+        case .failure(is CancellationError):
+            sendStatus(stream, code: RPCStatusCode.cancelled, message: "the call was cancelled", details: [], extraTrailers: Metadata())
+        case .failure(let error):
+            // Other errors may carry internals (SQL, paths): log them, tell the client only that it failed.
+            logger.error(
+                "handler failed", metadata: ["method": "\(stream.context.method)", "error": "\(String(reflecting: error))"])
+            sendStatus(stream, code: RPCStatusCode.unknown, message: "the handler failed with an unexpected error", details: [], extraTrailers: Metadata())
+        }
+    }
+
+    private func deadlineExpired(streamID: Int32) {
+        guard let stream = streams[streamID], !stream.statusSent else { return }
+        failCall(stream, RPCError(.deadlineExceeded, "deadline exceeded"))
+    }
+
+    /// Ends a call from the runtime's side: status out, handler cancelled, the client told to stop sending.
+    private func failCall(_ stream: ServerStream, _ error: RPCError) {
+        guard !stream.statusSent else { return }
+        sendStatus(stream, code: error.code, message: error.message, details: error.details, extraTrailers: error.trailers)
+        stream.abandon(error: error)
+    }
+
+    private func sendStatus(
+        _ stream: ServerStream, code: RPCStatusCode, message: String, details: [Google_Protobuf_Any],
+        extraTrailers: Metadata
+    ) {
+        guard let session else { return }
+        stream.statusSent = true
+        stream.deadlineTimer?.cancel()
+        var trailers = stream.context.trailers
+        trailers.add(contentsOf: extraTrailers)
+        let status = statusFields(code, message: message, details: details, trailers: trailers)
+        if stream.headersSent {
+            session.finishStream(stream.streamID, trailers: status)
+        } else {
+            // Trailers-Only: one HEADERS frame with END_STREAM.
+            var fields = [
+                HTTP2HeaderField(name: ":status", value: "200"),
+                HTTP2HeaderField(name: "content-type", value: "application/grpc"),
+            ]
+            for (name, value) in stream.context.initialMetadata.headerFields {
+                fields.append(.init(name: name, value: value))
+            }
+            try? session.submitResponse(fields + status, streamID: stream.streamID, endStream: true)
+        }
+        session.resetAfterEndOfStream(stream.streamID)
+        if let waiter = stream.responseWaiter {
+            stream.responseWaiter = nil
+            waiter.resume(throwing: RPCError(.cancelled, "the call has ended"))
+        }
+        scheduleFlush()
+    }
+
+    private func statusFields(
+        _ code: RPCStatusCode, message: String, details: [Google_Protobuf_Any], trailers: Metadata
+    ) -> [HTTP2HeaderField] {
+        var fields = [HTTP2HeaderField(name: "grpc-status", value: String(code.rawValue))]
+        if !message.isEmpty {
+            fields.append(.init(name: "grpc-message", value: PercentEncoding.encode(message)))
+        }
+        if !details.isEmpty {
+            var status = Google_Rpc_Status()
+            status.code = Int32(code.rawValue)
+            status.message = message
+            status.details = details
+            if let bytes: [UInt8] = try? status.serializedBytes() {
+                fields.append(.init(name: "grpc-status-details-bin", value: Base64.encode(bytes, padding: false)))
+            }
+        }
+        for (name, value) in trailers.headerFields where !name.hasPrefix("grpc-") {
+            fields.append(.init(name: name, value: value))
+        }
+        return fields
+    }
+
+    // MARK: Output
+
+    private func scheduleFlush() {
+        guard !inReadBurst, !flushScheduled, let context else { return }
+        flushScheduled = true
+        let bound = loopBound
+        context.eventLoop.execute {
+            let handler = bound.value
+            handler.flushScheduled = false
+            handler.flushOutput()
+        }
+    }
+
+    /// Writes everything the session has to send in one buffer and one flush.
+    private func flushOutput() {
+        guard outputEnabled, let session, let context, context.channel.isWritable else { return }
+        var buffer = context.channel.allocator.buffer(capacity: 0)
+        for _ in 0..<8 {
+            do {
+                let events = try session.drainOutput(into: &buffer)
+                guard !events.isEmpty else { break }
+                handle(events)
+            } catch {
+                logger.info("HTTP/2 session failed while sending; closing", metadata: ["error": "\(error)"])
+                phase = .closed
+                break
+            }
+            if !session.wantsWrite { break }
+        }
+        if buffer.readableBytes > 0 {
+            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        }
+        resumeResponseWriters()
+        if case .closed = phase {
+            context.close(promise: nil)
+        } else if !session.wantsReadOrWrite {
+            context.close(promise: nil)
+        }
+    }
+
+    private func resumeResponseWriters() {
+        guard let session else { return }
+        let lowWatermark = configuration.responseQueueHighWatermark / 2
+        for (streamID, stream) in streams {
+            guard let waiter = stream.responseWaiter,
+                session.queuedOutboundBytes(streamID: streamID) <= lowWatermark
+            else { continue }
+            stream.responseWaiter = nil
+            waiter.resume()
+        }
+    }
+
+    private func closeAfterFlushing() {
+        phase = .closed
+        if inReadBurst { return }  // channelReadComplete flushes and closes
+        flushOutput()
+        if outputEnabled == false { context?.close(promise: nil) }
+    }
+
+    // MARK: Connection management
+
+    private func streamsChanged() {
+        if streams.isEmpty {
+            if case .draining = phase {
+                phase = .closed
+                scheduleFlush()
+                if inReadBurst == false, flushScheduled == false { context?.close(promise: nil) }
+                return
+            }
+            armIdleTimer()
+        } else {
+            idleTimer?.cancel()
+            idleTimer = nil
+        }
+    }
+
+    private func armIdleTimer() {
+        idleTimer?.cancel()
+        guard let idleTimeout = configuration.connectionManagement.idleTimeout, let context else { return }
+        let bound = loopBound
+        idleTimer = context.eventLoop.scheduleTask(in: TimeAmount(idleTimeout)) {
+            let handler = bound.value
+            handler.logger.debug("connection idle; closing")
+            handler.beginGracefulShutdown()
+        }
+    }
+
+    private func armKeepalivePing() {
+        guard let interval = configuration.keepalive.pingInterval, let context else { return }
+        let bound = loopBound
+        pingTimer = context.eventLoop.scheduleTask(in: TimeAmount(interval)) {
+            let handler = bound.value
+            if NIODeadline.now() - handler.lastReadTime >= TimeAmount(interval) {
+                handler.sendKeepalivePing()
+            }
+            handler.armKeepalivePing()
+        }
+    }
+
+    private func sendKeepalivePing() {
+        guard let context, pingTimeoutTimer == nil else { return }
+        session?.ping(Self.keepalivePingPayload)
+        let bound = loopBound
+        pingTimeoutTimer = context.eventLoop.scheduleTask(in: TimeAmount(configuration.keepalive.pingTimeout)) {
+            let handler = bound.value
+            handler.logger.info("keepalive ping not answered; closing")
+            handler.context?.close(promise: nil)
+        }
+        scheduleFlush()
+    }
+
+    private func pingAcknowledged() {
+        pingTimeoutTimer?.cancel()
+        pingTimeoutTimer = nil
+        if case .shutdownNoticeSent(let timer) = phase {
+            timer?.cancel()
+            sendFinalGoaway()
+        }
+    }
+
+    /// Graceful shutdown: GOAWAY(2^31-1) at once, the real GOAWAY one round trip later, close when calls finish
+    /// or the grace period ends.
+    func beginGracefulShutdown() {
+        guard case .active = phase, let session, let context else { return }
+        session.submitShutdownNotice()
+        session.ping(Self.shutdownPingPayload)
+        let bound = loopBound
+        let fallback = context.eventLoop.scheduleTask(in: .seconds(1)) { bound.value.sendFinalGoaway() }
+        phase = .shutdownNoticeSent(fallback)
+        scheduleFlush()
+    }
+
+    private func sendFinalGoaway() {
+        guard case .shutdownNoticeSent = phase, let session, let context else { return }
+        session.submitGoaway(errorCode: .noError)
+        let bound = loopBound
+        let grace = context.eventLoop.scheduleTask(in: TimeAmount(configuration.connectionManagement.gracePeriod)) {
+            let handler = bound.value
+            handler.logger.info("grace period over; cancelling the remaining calls", metadata: ["calls": "\(handler.streams.count)"])
+            for (streamID, stream) in handler.streams {
+                handler.session?.resetStream(streamID, errorCode: .cancel)
+                stream.abandon(error: CancellationError())
+            }
+            handler.streams.removeAll()
+            handler.phase = .closed
+            handler.flushOutput()
+        }
+        phase = .draining(grace)
+        if streams.isEmpty { phase = .closed }
+        scheduleFlush()
+    }
+
+    private static func describe(_ address: SocketAddress) -> String {
+        switch address {
+        case .v4: "ipv4:\(address.ipAddress ?? "?"):\(address.port ?? 0)"
+        case .v6: "ipv6:[\(address.ipAddress ?? "?")]:\(address.port ?? 0)"
+        case .unixDomainSocket: "unix:\(address.pathname ?? "")"
+        }
+    }
+}
+
+/// One call on the connection, owned by the handler (event loop only).
+final class ServerStream {
+    let streamID: Int32
+    let context: ServerContext
+    let transport: ServerStreamTransport
+    let requestEncoding: MessageEncoding?
+    let acceptsGzip: Bool
+    var deframer: MessageDeframer
+    var task: Task<Void, Never>?
+    var deadlineTimer: Scheduled<Void>?
+    var headersSent = false
+    var statusSent = false
+    var requestsEnded = false
+    var responseEncoding: MessageEncoding = .identity
+    var responseWaiter: CheckedContinuation<Void, any Error>?
+    /// Received bytes whose flow-control credit is held back (back-pressure).
+    var withheldBytes = 0
+
+    init(
+        streamID: Int32, context: ServerContext, transport: ServerStreamTransport, requestEncoding: MessageEncoding?,
+        acceptsGzip: Bool, maxReceiveMessageSize: Int
+    ) {
+        self.streamID = streamID
+        self.context = context
+        self.transport = transport
+        self.requestEncoding = requestEncoding
+        self.acceptsGzip = acceptsGzip
+        self.deframer = MessageDeframer(maxMessageSize: maxReceiveMessageSize)
+    }
+
+    /// Stops everything running for the call: the handler is cancelled and its reads and writes fail.
+    func abandon(error: any Error) {
+        deadlineTimer?.cancel()
+        task?.cancel()
+        task = nil
+        transport.failRequests(error)
+        if let waiter = responseWaiter {
+            responseWaiter = nil
+            waiter.resume(throwing: error)
+        }
+    }
+}
+
+/// Ping strikes (gRFC A8): pings closer together than the policy allows count; HEADERS or DATA sent reset them.
+struct KeepalivePolicy {
+    private var strikes = 0
+    private var lastPing: NIODeadline?
+
+    /// Records a ping; false when the client has used up its strikes.
+    mutating func pingReceived(hasActiveCalls: Bool, policy: RPCServerConfiguration.Keepalive) -> Bool {
+        let now = NIODeadline.now()
+        let minimum =
+            hasActiveCalls || policy.permitPingsWithoutCalls
+            ? TimeAmount(policy.minPingIntervalWithCalls) : .hours(2)
+        if let lastPing, now - lastPing < minimum { strikes += 1 }
+        lastPing = now
+        return strikes <= policy.maxPingStrikes
+    }
+
+    mutating func dataOrHeadersSent() {
+        strikes = 0
+        lastPing = nil
+    }
+}
+
+/// Runs handler tasks on the connection's event loop, so a call that does not suspend never changes threads.
+final class EventLoopTaskExecutor: TaskExecutor {
+    let eventLoop: any EventLoop
+
+    init(eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute {
+            job.runSynchronously(on: self.asUnownedTaskExecutor())
+        }
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

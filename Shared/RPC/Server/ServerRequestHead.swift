@@ -1,0 +1,63 @@
+internal import HabitFlowHTTP2
+internal import HabitFlowRPC
+
+/// The parts of a request's HEADERS block that gRPC cares about, read in one pass (header order is not relied on).
+struct ServerRequestHead {
+    var method: String?
+    var path: String?
+    var contentType: String?
+    var te: String?
+    var timeout: String?
+    var encoding: String?
+    var acceptEncoding: String?
+    var metadata = Metadata()
+
+    init(_ fields: [HTTP2HeaderField]) {
+        for field in fields {
+            switch field.name {
+            case ":method": method = field.value
+            case ":path": path = field.value
+            case ":scheme", ":authority": break
+            case "content-type": contentType = field.value
+            case "te": te = field.value
+            case "grpc-timeout": timeout = field.value
+            case "grpc-encoding": encoding = field.value
+            case "grpc-accept-encoding": acceptEncoding = field.value
+            default:
+                // Pseudo-headers and the reserved grpc-* fields are the runtime's, not the application's.
+                guard !field.name.hasPrefix(":"), !field.name.hasPrefix("grpc-") else { continue }
+                metadata.addReceived(name: field.name, value: field.value)
+            }
+        }
+    }
+
+    /// `application/grpc`, `application/grpc+proto` or `application/grpc;…` (but not `application/grpc-web`).
+    var hasGRPCContentType: Bool {
+        guard let contentType, contentType.hasPrefix("application/grpc") else { return false }
+        let rest = contentType.dropFirst("application/grpc".count)
+        return rest.isEmpty || rest.first == "+" || rest.first == ";"
+    }
+
+    /// Whether the client lists gzip among the encodings it accepts for responses.
+    var acceptsGzip: Bool {
+        guard let acceptEncoding else { return false }
+        return acceptEncoding.split(separator: ",").contains { $0.trimmingCharacters() == "gzip" }
+    }
+}
+
+/// Message encodings this server speaks, as advertised in `grpc-accept-encoding`.
+enum MessageEncoding: String {
+    case identity
+    case gzip
+
+    static let advertised = "identity,gzip"
+}
+
+extension Substring {
+    func trimmingCharacters() -> Substring {
+        var result = self
+        while result.first == " " { result.removeFirst() }
+        while result.last == " " { result.removeLast() }
+        return result
+    }
+}

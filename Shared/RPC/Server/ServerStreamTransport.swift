@@ -1,0 +1,157 @@
+internal import HabitFlowRPC
+internal import NIOCore
+internal import Synchronization
+
+/// The handler's side of one stream: request messages queued by the connection, responses handed back to it.
+///
+/// The connection (on its event loop) pushes messages in; the handler task, wherever it runs, pulls them. Sending
+/// hops to the event loop, and suspends while the stream's send queue is above the high watermark.
+final class ServerStreamTransport: ServerCallTransport {
+    let streamID: Int32
+    let connection: NIOLoopBound<ServerConnectionHandler>
+    private let lowWatermark: Int
+    private let state: Mutex<State>
+
+    private struct State {
+        var messages = CircularBuffer<ReceivedMessage>(initialCapacity: 1)
+        var finished = false
+        var failure: (any Error)?
+        var waiter: CheckedContinuation<ReceivedMessage?, any Error>?
+        /// The connection holds back flow-control credit until the queue drains below the low watermark.
+        var creditWithheld = false
+    }
+
+    init(streamID: Int32, connection: NIOLoopBound<ServerConnectionHandler>, requestQueueHighWatermark: Int) {
+        self.streamID = streamID
+        self.connection = connection
+        self.lowWatermark = max(requestQueueHighWatermark / 2, 1)
+        self.state = Mutex(State())
+    }
+
+    // MARK: Called by the connection, on its event loop
+
+    /// Queues a request message; returns how many messages are now waiting (for flow-control decisions).
+    func deliver(_ message: ReceivedMessage) -> Int {
+        let waiter: CheckedContinuation<ReceivedMessage?, any Error>?
+        let queued: Int
+        (waiter, queued) = state.withLock { state in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return (waiter, 0)
+            }
+            state.messages.append(message)
+            return (nil, state.messages.count)
+        }
+        waiter?.resume(returning: message)
+        return queued
+    }
+
+    /// Marks that the connection stopped returning flow-control credit because the queue is full.
+    func withholdCredit() {
+        state.withLock { $0.creditWithheld = true }
+    }
+
+    /// The client half-closed: after the queued messages, `nextRequest` returns nil.
+    func finishRequests() {
+        let waiter = state.withLock { state -> CheckedContinuation<ReceivedMessage?, any Error>? in
+            state.finished = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    /// The request stream failed (reset, deadline, bad message): pending and future reads throw `error`.
+    func failRequests(_ error: any Error) {
+        let waiter = state.withLock { state -> CheckedContinuation<ReceivedMessage?, any Error>? in
+            if state.failure == nil { state.failure = error }
+            state.messages.removeAll()
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(throwing: error)
+    }
+
+    // MARK: ServerCallTransport, called by the handler task
+
+    func nextRequest() async throws -> ReceivedMessage? {
+        // Fast path: a message is already queued (always the case for unary calls).
+        enum Immediate {
+            case message(ReceivedMessage, releaseCredit: Bool)
+            case end
+            case failure(any Error)
+            case wait
+        }
+        let immediate = state.withLock { state -> Immediate in
+            if let failure = state.failure { return .failure(failure) }
+            if let message = state.messages.popFirst() {
+                let release = state.creditWithheld && state.messages.count < lowWatermark
+                if release { state.creditWithheld = false }
+                return .message(message, releaseCredit: release)
+            }
+            return state.finished ? .end : .wait
+        }
+        switch immediate {
+        case .message(let message, let releaseCredit):
+            if releaseCredit { releaseFlowControlCredit() }
+            return message
+        case .end:
+            return nil
+        case .failure(let error):
+            throw error
+        case .wait:
+            break
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let outcome = state.withLock { state -> Immediate in
+                    if let failure = state.failure { return .failure(failure) }
+                    if let message = state.messages.popFirst() { return .message(message, releaseCredit: false) }
+                    if state.finished { return .end }
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    state.waiter = continuation
+                    return .wait
+                }
+                switch outcome {
+                case .message(let message, _): continuation.resume(returning: message)
+                case .end: continuation.resume(returning: nil)
+                case .failure(let error): continuation.resume(throwing: error)
+                case .wait: break
+                }
+            }
+        } onCancel: {
+            failRequests(CancellationError())
+        }
+    }
+
+    func sendResponse(_ payload: ByteBuffer, compressed: Bool) async throws {
+        try Task.checkCancellation()
+        let connection = self.connection
+        let streamID = self.streamID
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                connection.eventLoop.executeOrRunNow {
+                    connection.value.sendResponse(
+                        payload, compressed: compressed, streamID: streamID, whenQueued: continuation)
+                }
+            }
+        } onCancel: {
+            connection.eventLoop.executeOrRunNow {
+                connection.value.cancelResponseWaiter(streamID: streamID)
+            }
+        }
+    }
+
+    private func releaseFlowControlCredit() {
+        let connection = self.connection
+        let streamID = self.streamID
+        connection.eventLoop.executeOrRunNow { connection.value.releaseRequestCredit(streamID: streamID) }
+    }
+}
+
+extension EventLoop {
+    /// Runs `work` at once when already on this loop (no allocation, no hop), else enqueues it.
+    func executeOrRunNow(_ work: @escaping @Sendable () -> Void) {
+        if inEventLoop { work() } else { execute(work) }
+    }
+}
