@@ -181,6 +181,27 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "RPCCoreTests",
+            dependencies: ["HabitFlowRPC", "HabitFlowCompression", .product(name: "NIOCore", package: "swift-nio")],
+            path: "Tests/RPCCoreTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RPCServerTests",
+            dependencies: [
+                "HabitFlowRPC",
+                "HabitFlowRPCServer",
+                "HabitFlowHTTP2",
+                "HabitFlowGRPCProtos",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/RPCServerTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "CryptoTests",
             dependencies: ["HabitFlowCrypto"],
             path: "Tests/CryptoTests",

@@ -37,16 +37,16 @@ struct TLSInteropTests {
             "/usr/bin/openssl",
             [
                 "s_client", "-connect", "127.0.0.1:\(server.port)", "-servername", "localhost", "-alpn", "h2",
-                "-CAfile", TestCertificates.shared.caCertificatePath, "-verify_return_error", "-brief",
+                "-CAfile", TestCertificates.shared.caCertificatePath, "-verify_return_error",
             ],
             input: "ping from s_client\n")
         let serverOutcome = try #require(await server.nextOutcome())
         try await server.stop()
 
         #expect(result.status == 0, "\(result.output)")
-        #expect(result.output.contains("Protocol version: TLSv1.3"), "\(result.output)")
+        #expect(result.output.contains("New, TLSv1.3, Cipher is"), "\(result.output)")
         #expect(result.output.contains("ALPN protocol: h2"), "\(result.output)")
-        #expect(result.output.contains("Verification: OK"), "\(result.output)")
+        #expect(result.output.contains("Verify return code: 0 (ok)"), "\(result.output)")
         #expect(serverOutcome.handshake?.negotiatedProtocol == "h2")
     }
 
@@ -112,7 +112,7 @@ struct TLSContextTests {
                     certificateChain: .file(certificates.server.certificatePath),
                     privateKey: .file(certificates.rogueServer.privateKeyPath)))
         } throws: { error in
-            (error as? TLSError)?.code == .invalidConfiguration && "\(error)".contains("does not match")
+            (error as? TLSError)?.code == .invalidConfiguration && "\(error)".contains("key values mismatch")
         }
     }
 

@@ -83,7 +83,7 @@ fflush(stdout)
 // SIGTERM and SIGINT stop the server gracefully.
 let signals = [SIGTERM, SIGINT].map { signalNumber in
     signal(signalNumber, SIG_IGN)
-    let source = DispatchSource.makeSignalSource(signal: signalNumber)
+    let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .main)
     source.setEventHandler {
         Task {
             health.markAllNotServing()

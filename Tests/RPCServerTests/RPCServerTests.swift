@@ -1,0 +1,232 @@
+import HabitFlowGRPCProtos
+import HabitFlowHTTP2
+import HabitFlowRPC
+import HabitFlowRPCServer
+import Logging
+import NIOCore
+import NIOPosix
+import SwiftProtobuf
+import Synchronization
+import Testing
+import Foundation
+
+/// What the handlers under test saw, for assertions about the server side.
+final class Probe: Sendable {
+    private let entries = Mutex<[String]>([])
+    private let counter = Mutex(0)
+
+    func record(_ entry: String) { entries.withLock { $0.append(entry) } }
+    var recorded: [String] { entries.withLock { $0 } }
+    func increment() { counter.withLock { $0 += 1 } }
+    var count: Int { counter.withLock { $0 } }
+
+    /// Waits (up to `timeout`) until `entry` was recorded.
+    func waitFor(_ entry: String, timeout: Duration = .seconds(5)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if recorded.contains(entry) { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+}
+
+/// A small service of probes, written against the core API directly (no generated code).
+struct ProbeService: RPCService {
+    let probe: Probe
+    var serviceName: String { "test.Probe" }
+
+    static func method(_ name: String) -> MethodDescriptor { MethodDescriptor(service: "test.Probe", method: name) }
+
+    var methods: [ServerMethod] {
+        let probe = self.probe
+        return [
+            .unary(Self.method("Echo")) { (request: Google_Protobuf_StringValue, context) in
+                Google_Protobuf_StringValue(request.value + " from \(context.requestMetadata["x-user"] ?? "nobody")")
+            },
+            .unary(Self.method("Sleep")) { (request: Google_Protobuf_Int64Value, context) in
+                probe.record("sleep started")
+                do {
+                    try await Task.sleep(for: .milliseconds(request.value))
+                } catch {
+                    probe.record("sleep cancelled")
+                    throw error
+                }
+                probe.record("sleep finished")
+                return Google_Protobuf_Empty()
+            },
+            .serverStreaming(Self.method("Flood")) {
+                (request: Google_Protobuf_Int64Value, responses: ResponseWriter<Google_Protobuf_BytesValue>, _) in
+                let chunk = Google_Protobuf_BytesValue(Data(repeating: 7, count: 64 << 10))
+                for _ in 0..<request.value {
+                    try await responses.write(chunk)
+                    probe.increment()
+                }
+            },
+            .unary(Self.method("Fail")) { (_: Google_Protobuf_Empty, _) -> Google_Protobuf_Empty in
+                var badRequest = Google_Rpc_BadRequest()
+                badRequest.fieldViolations = [.with { $0.field = "name"; $0.description_p = "must not be empty" }]
+                throw RPCError(.invalidArgument, "name: must not be empty ☹").addingDetail(badRequest)
+            },
+        ]
+    }
+}
+
+/// Refuses calls without `x-user`, and stamps a request id on every response.
+struct UserInterceptor: ServerInterceptor {
+    func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
+        context.addInitialMetadata("x-request-id", "req-1")
+        guard context.requestMetadata["x-user"] != nil else {
+            throw RPCError(.unauthenticated, "x-user metadata is required")
+        }
+        try await next()
+    }
+}
+
+func encoded(_ message: some SwiftProtobuf.Message) throws -> [UInt8] { try message.serializedBytes() }
+
+func withServer<Result: Sendable>(
+    probe: Probe, configure: (inout RPCServerConfiguration) -> Void = { _ in },
+    _ body: (RPCServer, Int) async throws -> Result
+) async throws -> Result {
+    var configuration = RPCServerConfiguration(port: 0)
+    configure(&configuration)
+    let server = RPCServer(
+        configuration: configuration, services: [ProbeService(probe: probe)], interceptors: [UserInterceptor()],
+        logger: Logger(label: "test"))
+    try await server.start()
+    do {
+        let result = try await body(server, server.localAddress!.port!)
+        await server.shutdown()
+        return result
+    } catch {
+        await server.shutdown()
+        throw error
+    }
+}
+
+@Suite("RPC server over real loopback connections")
+struct RPCServerTests {
+    @Test("interceptors read metadata, add response metadata, and can refuse a call before the handler runs")
+    func interceptors() async throws {
+        let probe = Probe()
+        try await withServer(probe: probe) { _, port in
+            try await TestConnection.with(port: port) { connection in
+                let allowed = try await connection.startCall(path: "/test.Probe/Echo", extraHeaders: [("x-user", "ada")])
+                try await connection.send(try encoded(Google_Protobuf_StringValue("hello")), streamID: allowed, end: true)
+                let response = try await connection.response(streamID: allowed)
+                #expect(response.status == 0)
+                #expect(response.field("x-request-id") == "req-1")
+                let reply = try Google_Protobuf_StringValue(serializedBytes: Array(response.messages.first!.readableBytesView))
+                #expect(reply.value == "hello from ada")
+
+                let refused = try await connection.startCall(path: "/test.Probe/Echo")
+                try await connection.send(try encoded(Google_Protobuf_StringValue("hello")), streamID: refused, end: true)
+                let denied = try await connection.response(streamID: refused)
+                #expect(denied.status == RPCStatusCode.unauthenticated.rawValue)
+                #expect(denied.trailers.isEmpty, "an error before any message is a Trailers-Only response")
+                #expect(denied.field("x-request-id") == "req-1")
+                #expect(denied.messages.isEmpty)
+            }
+        }
+    }
+
+    @Test("grpc-timeout cancels the handler and answers DEADLINE_EXCEEDED")
+    func deadline() async throws {
+        let probe = Probe()
+        try await withServer(probe: probe) { _, port in
+            try await TestConnection.with(port: port) { connection in
+                let started = ContinuousClock.now
+                let stream = try await connection.startCall(
+                    path: "/test.Probe/Sleep", extraHeaders: [("x-user", "ada"), ("grpc-timeout", "200m")])
+                try await connection.send(try encoded(Google_Protobuf_Int64Value(60_000)), streamID: stream, end: true)
+                let response = try await connection.response(streamID: stream)
+                #expect(response.status == RPCStatusCode.deadlineExceeded.rawValue)
+                #expect(ContinuousClock.now - started < .seconds(5))
+                #expect(await probe.waitFor("sleep cancelled"))
+            }
+        }
+    }
+
+    @Test("a client's RST_STREAM cancels the handler")
+    func clientReset() async throws {
+        let probe = Probe()
+        try await withServer(probe: probe) { _, port in
+            try await TestConnection.with(port: port) { connection in
+                let stream = try await connection.startCall(path: "/test.Probe/Sleep", extraHeaders: [("x-user", "ada")])
+                try await connection.send(try encoded(Google_Protobuf_Int64Value(60_000)), streamID: stream, end: true)
+                #expect(await probe.waitFor("sleep started"))
+                try await connection.reset(stream)
+                #expect(await probe.waitFor("sleep cancelled"))
+                #expect(!probe.recorded.contains("sleep finished"))
+            }
+        }
+    }
+
+    @Test("a client that does not read holds a streaming writer back; memory stays bounded")
+    func backPressure() async throws {
+        let probe = Probe()
+        try await withServer(probe: probe) { _, port in
+            var clientConfiguration = HTTP2Configuration()
+            clientConfiguration.manualFlowControl = true
+            clientConfiguration.initialStreamWindowSize = 64 << 10
+            clientConfiguration.connectionWindowSize = 64 << 10
+            try await TestConnection.with(port: port, configuration: clientConfiguration) { connection in
+                let messageCount = 120  // 120 × 64 KiB = 7.5 MiB if nothing held the writer back
+                let stream = try await connection.startCall(path: "/test.Probe/Flood", extraHeaders: [("x-user", "ada")])
+                try await connection.send(try encoded(Google_Protobuf_Int64Value(Int64(messageCount))), streamID: stream, end: true)
+                try await Task.sleep(for: .milliseconds(500))
+                // The window (64 KiB) plus the send queue's high watermark (1 MiB) bound what the writer got rid of.
+                #expect(probe.count <= 20, "the handler wrote \(probe.count) messages to a client that reads nothing")
+
+                let response = try await connection.response(streamID: stream, consume: true)
+                #expect(response.status == 0)
+                #expect(response.messages.count == messageCount)
+                #expect(probe.count == messageCount)
+            }
+        }
+    }
+
+    @Test("status details travel in grpc-status-details-bin as google.rpc.Status; messages are percent-encoded")
+    func statusDetails() async throws {
+        try await withServer(probe: Probe()) { _, port in
+            try await TestConnection.with(port: port) { connection in
+                let stream = try await connection.startCall(path: "/test.Probe/Fail", extraHeaders: [("x-user", "ada")])
+                try await connection.send(try encoded(Google_Protobuf_Empty()), streamID: stream, end: true)
+                let response = try await connection.response(streamID: stream)
+                #expect(response.status == RPCStatusCode.invalidArgument.rawValue)
+                #expect(response.field("grpc-message") == "name: must not be empty %E2%98%B9")
+                let details = try #require(response.field("grpc-status-details-bin").flatMap { Base64.decode($0) })
+                let status = try Google_Rpc_Status(serializedBytes: details)
+                #expect(status.code == 3)
+                let badRequest = try Google_Rpc_BadRequest(unpackingAny: try #require(status.details.first))
+                #expect(badRequest.fieldViolations.first?.field == "name")
+            }
+        }
+    }
+
+    @Test("graceful shutdown: GOAWAY, the call in flight finishes, then the server is gone")
+    func gracefulShutdown() async throws {
+        let probe = Probe()
+        var configuration = RPCServerConfiguration(port: 0)
+        configuration.connectionManagement.gracePeriod = .seconds(5)
+        let server = RPCServer(
+            configuration: configuration, services: [ProbeService(probe: probe)], logger: Logger(label: "test"))
+        try await server.start()
+        let port = server.localAddress!.port!
+        try await TestConnection.with(port: port) { connection in
+            let stream = try await connection.startCall(path: "/test.Probe/Sleep", extraHeaders: [("x-user", "ada")])
+            try await connection.send(try encoded(Google_Protobuf_Int64Value(400)), streamID: stream, end: true)
+            #expect(await probe.waitFor("sleep started"))
+            async let shutdown: Void = server.shutdown()
+            let response = try await connection.response(streamID: stream)
+            #expect(response.status == 0, "the call in flight completes")
+            #expect(connection.goawayReceived == HTTP2ErrorCode.noError)
+            await shutdown
+        }
+        #expect(probe.recorded.contains("sleep finished"))
+        await #expect(throws: (any Error).self) {
+            try await TestConnection.with(port: port) { _ in }
+        }
+    }
+}
