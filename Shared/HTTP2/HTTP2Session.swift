@@ -20,8 +20,9 @@ public final class HTTP2Session {
 
     /// Events produced by the callbacks of the current ``receive(_:)`` or ``drainOutput(into:)`` call.
     private var pendingEvents: [HTTP2Event] = []
-    /// Header fields of the HEADERS frame being received, per stream.
-    private var incomingHeaders: [Int32: [HTTP2HeaderField]] = [:]
+    /// The header block being received. Header blocks never interleave (HEADERS then CONTINUATION frames of one
+    /// stream), so one is enough.
+    private var incomingHeaders: (streamID: Int32, fields: [HTTP2HeaderField]) = (0, [])
     /// Outbound DATA (and trailers) waiting for nghttp2 to pull them, per stream.
     private var outbound: [Int32: OutboundStream] = [:]
     /// Streams to reset with NO_ERROR once our END_STREAM is out, if the peer is still sending.
@@ -74,7 +75,7 @@ public final class HTTP2Session {
             self.session = nil
         }
         outbound.removeAll()
-        incomingHeaders.removeAll()
+        incomingHeaders = (0, [])
     }
 
     /// The nghttp2 library version, for example `1.52.0`.
@@ -127,6 +128,13 @@ public final class HTTP2Session {
         return nghttp2_session_want_write(session) != 0
     }
 
+    /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS (effectively unlimited until its SETTINGS arrive). A client
+    /// submitting more requests has them queued by nghttp2 until streams close.
+    public var remoteMaxConcurrentStreams: UInt32 {
+        guard let session else { return 0 }
+        return nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+    }
+
     private func takeEvents() -> [HTTP2Event] {
         let events = pendingEvents
         pendingEvents.removeAll(keepingCapacity: true)
@@ -168,21 +176,19 @@ public final class HTTP2Session {
     /// Queues DATA on a stream opened with a body. Nothing is copied into nghttp2 until it asks for the bytes, so
     /// the peer's flow-control window holds back a fast writer (see ``queuedOutboundBytes(streamID:)``).
     public func writeData(_ data: ByteBuffer, streamID: Int32) {
-        guard var stream = outbound[streamID], !stream.finished else { return }
+        guard let stream = outbound[streamID], !stream.finished else { return }
         stream.queuedBytes += data.readableBytes
         stream.buffers.append(data)
-        outbound[streamID] = stream
-        resumeIfDeferred(streamID)
+        resumeIfDeferred(stream, streamID: streamID)
     }
 
     /// Ends a stream opened with a body: after the queued DATA, either END_STREAM on the last DATA frame or, with
     /// `trailers`, a trailing HEADERS frame that ends it.
     public func finishStream(_ streamID: Int32, trailers: [HTTP2HeaderField]?) {
-        guard var stream = outbound[streamID], !stream.finished else { return }
+        guard let stream = outbound[streamID], !stream.finished else { return }
         stream.finished = true
         stream.trailers = trailers
-        outbound[streamID] = stream
-        resumeIfDeferred(streamID)
+        resumeIfDeferred(stream, streamID: streamID)
     }
 
     /// Once our side of the stream has ended (trailers or a Trailers-Only HEADERS frame sent), follows up with
@@ -247,20 +253,20 @@ public final class HTTP2Session {
 
     // MARK: Callbacks from nghttp2
 
-    private func resumeIfDeferred(_ streamID: Int32) {
-        guard let session, var stream = outbound[streamID], stream.deferred else { return }
+    private func resumeIfDeferred(_ stream: OutboundStream, streamID: Int32) {
+        guard let session, stream.deferred else { return }
         stream.deferred = false
-        outbound[streamID] = stream
         _ = nghttp2_session_resume_data(session, streamID)
     }
 
     fileprivate func beginHeaders(streamID: Int32) {
-        incomingHeaders[streamID] = []
-        incomingHeaders[streamID]?.reserveCapacity(12)
+        incomingHeaders = (streamID, [])
+        incomingHeaders.fields.reserveCapacity(12)
     }
 
     fileprivate func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        incomingHeaders[streamID]?.append(
+        guard incomingHeaders.streamID == streamID else { return }
+        incomingHeaders.fields.append(
             HTTP2HeaderField(
                 name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
     }
@@ -269,7 +275,8 @@ public final class HTTP2Session {
         let endStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch UInt32(type) {
         case NGHTTP2_HEADERS.rawValue:
-            let fields = incomingHeaders.removeValue(forKey: streamID) ?? []
+            let fields = incomingHeaders.streamID == streamID ? incomingHeaders.fields : []
+            incomingHeaders = (0, [])
             pendingEvents.append(.headers(streamID: streamID, fields: fields, endStream: endStream))
         case NGHTTP2_DATA.rawValue:
             if endStream { pendingEvents.append(.endOfStream(streamID: streamID)) }
@@ -315,7 +322,6 @@ public final class HTTP2Session {
     fileprivate func streamClosed(streamID: Int32, errorCode: UInt32) {
         outbound[streamID] = nil
         resetAfterEndStream.remove(streamID)
-        incomingHeaders[streamID] = nil
         pendingEvents.append(.streamClosed(streamID: streamID, errorCode: HTTP2ErrorCode(rawValue: errorCode)))
     }
 
@@ -323,23 +329,19 @@ public final class HTTP2Session {
     fileprivate func readOutbound(
         streamID: Int32, into destination: UnsafeMutableRawBufferPointer, flags: inout UInt32
     ) -> Int {
-        guard var stream = outbound[streamID] else {
+        guard let stream = outbound[streamID] else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
         var written = 0
-        while written < destination.count, var first = stream.buffers.first {
-            let take = min(first.readableBytes, destination.count - written)
-            first.withUnsafeReadableBytes { source in
+        while written < destination.count, !stream.buffers.isEmpty {
+            let take = min(stream.buffers[stream.buffers.startIndex].readableBytes, destination.count - written)
+            stream.buffers[stream.buffers.startIndex].withUnsafeReadableBytes { source in
                 UnsafeMutableRawBufferPointer(rebasing: destination[written..<(written + take)])
                     .copyMemory(from: UnsafeRawBufferPointer(rebasing: source[0..<take]))
             }
-            first.moveReaderIndex(forwardBy: take)
+            stream.buffers[stream.buffers.startIndex].moveReaderIndex(forwardBy: take)
             written += take
-            if first.readableBytes == 0 {
-                stream.buffers.removeFirst()
-            } else {
-                stream.buffers[stream.buffers.startIndex] = first
-            }
+            if stream.buffers[stream.buffers.startIndex].readableBytes == 0 { stream.buffers.removeFirst() }
         }
         stream.queuedBytes -= written
 
@@ -357,11 +359,9 @@ public final class HTTP2Session {
                 return written
             } else if written == 0 {
                 stream.deferred = true
-                outbound[streamID] = stream
                 return Int(NGHTTP2_ERR_DEFERRED.rawValue)
             }
         }
-        outbound[streamID] = stream
         return written
     }
 
@@ -377,9 +377,10 @@ public final class HTTP2Session {
     )
 }
 
-/// A stream's outbound queue, pulled by nghttp2 as the flow-control window allows.
-private struct OutboundStream {
-    var buffers: [ByteBuffer] = []
+/// A stream's outbound queue, pulled by nghttp2 as the flow-control window allows. A class, so the queue is
+/// mutated in place rather than copied in and out of the dictionary.
+private final class OutboundStream {
+    var buffers = CircularBuffer<ByteBuffer>(initialCapacity: 2)
     var queuedBytes = 0
     var finished = false
     var trailers: [HTTP2HeaderField]?

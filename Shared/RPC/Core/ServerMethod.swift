@@ -140,16 +140,17 @@ private func receiveSingleRequest<Request: Message>(
 
 func decode<Message: SwiftProtobuf.Message>(_ payload: ByteBuffer) throws -> Message {
     do {
-        return try Message(serializedBytes: Array(payload.readableBytesView))
+        return try Message(serializedBytes: ProtobufBuffer(payload))
     } catch {
         throw RPCError(.internal, "could not parse the \(Message.protoMessageName) message: \(error)")
     }
 }
 
+/// Serializes `message` into a buffer with ``framingHeadroom`` in front (see ``framedMessage(_:compressed:allocator:)``).
 func encode(_ message: some SwiftProtobuf.Message) throws -> ByteBuffer {
     do {
-        let bytes: [UInt8] = try message.serializedBytes()
-        return ByteBuffer(bytes: bytes)
+        let serialized: ProtobufBuffer = try message.serializedBytes()
+        return serialized.buffer
     } catch {
         throw RPCError(.internal, "could not serialize the response: \(error)")
     }

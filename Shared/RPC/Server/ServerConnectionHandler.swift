@@ -191,7 +191,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 }
             case .streamClosed(let streamID, _):
                 if let stream = streams.removeValue(forKey: streamID) {
-                    stream.abandon(error: CancellationError())
+                    if stream.task != nil || !stream.statusSent { stream.abandon(error: CancellationError()) }
                     streamsChanged()
                 }
             case .ping(acknowledgement: false):
@@ -289,7 +289,11 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             } catch {
                 outcome = .failure(error)
             }
-            bound.eventLoop.executeOrRunNow { bound.value.handlerFinished(streamID: streamID, outcome: outcome) }
+            if bound.eventLoop.inEventLoop {
+                bound.value.handlerFinished(streamID: streamID, outcome: outcome)
+            } else {
+                bound.eventLoop.execute { bound.value.handlerFinished(streamID: streamID, outcome: outcome) }
+            }
         }
     }
 
@@ -382,26 +386,32 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         scheduleFlush()
     }
 
-    func sendResponse(
-        _ payload: ByteBuffer, compressed: Bool, streamID: Int32,
-        whenQueued continuation: CheckedContinuation<Void, any Error>
-    ) {
-        guard let session, let stream = streams[streamID], !stream.statusSent else {
-            continuation.resume(throwing: RPCError(.cancelled, "the call has ended"))
-            return
-        }
+    enum SendOutcome {
+        case queued
+        /// Queued, but the stream's send queue is above the high watermark: the writer should wait.
+        case queueFull
+        case callEnded
+    }
+
+    /// Queues one response message (sending the response headers first if needed).
+    func sendResponse(_ payload: ByteBuffer, compressed: Bool, streamID: Int32) -> SendOutcome {
+        guard let session, let context, let stream = streams[streamID], !stream.statusSent else { return .callEnded }
         if !stream.headersSent { sendResponseHeaders(stream, wantsCompression: compressed) }
         let compress = compressed && stream.responseEncoding == .gzip
         let body = compress ? Gzip.compress(payload) : payload
-        var framed = context!.channel.allocator.buffer(capacity: 5 + body.readableBytes)
-        writeFramedMessage(body, compressed: compress, into: &framed)
-        session.writeData(framed, streamID: streamID)
+        session.writeData(framedMessage(body, compressed: compress, allocator: context.channel.allocator), streamID: streamID)
         scheduleFlush()
-        if session.queuedOutboundBytes(streamID: streamID) > configuration.responseQueueHighWatermark {
-            stream.responseWaiter = continuation
-        } else {
-            continuation.resume()
+        return session.queuedOutboundBytes(streamID: streamID) > configuration.responseQueueHighWatermark
+            ? .queueFull : .queued
+    }
+
+    /// Parks a writer until its stream's send queue drains below the low watermark (or the call ends).
+    func waitForSendQueue(streamID: Int32, continuation: UnsafeContinuation<Void, any Error>) {
+        guard let stream = streams[streamID], !stream.statusSent else {
+            continuation.resume(throwing: RPCError(.cancelled, "the call has ended"))
+            return
         }
+        stream.responseWaiter = continuation
     }
 
     func cancelResponseWaiter(streamID: Int32) {
@@ -691,7 +701,7 @@ final class ServerStream {
     var statusSent = false
     var requestsEnded = false
     var responseEncoding: MessageEncoding = .identity
-    var responseWaiter: CheckedContinuation<Void, any Error>?
+    var responseWaiter: UnsafeContinuation<Void, any Error>?
     /// Received bytes whose flow-control credit is held back (back-pressure).
     var withheldBytes = 0
 

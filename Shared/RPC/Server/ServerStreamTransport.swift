@@ -128,17 +128,36 @@ final class ServerStreamTransport: ServerCallTransport {
         try Task.checkCancellation()
         let connection = self.connection
         let streamID = self.streamID
+        // Fast path: on the connection's loop (handlers run there by default) with room in the send queue, the
+        // message is queued synchronously: no continuation, no hop.
+        if connection.eventLoop.inEventLoop {
+            switch connection.value.sendResponse(payload, compressed: compressed, streamID: streamID) {
+            case .queued: return
+            case .callEnded: throw RPCError(.cancelled, "the call has ended")
+            case .queueFull: break
+            }
+            try await withTaskCancellationHandler {
+                try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
+                    connection.value.waitForSendQueue(streamID: streamID, continuation: continuation)
+                }
+            } onCancel: {
+                connection.eventLoop.execute { connection.value.cancelResponseWaiter(streamID: streamID) }
+            }
+            return
+        }
         try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                connection.eventLoop.executeOrRunNow {
-                    connection.value.sendResponse(
-                        payload, compressed: compressed, streamID: streamID, whenQueued: continuation)
+            try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
+                connection.eventLoop.execute {
+                    let handler = connection.value
+                    switch handler.sendResponse(payload, compressed: compressed, streamID: streamID) {
+                    case .queued: continuation.resume()
+                    case .callEnded: continuation.resume(throwing: RPCError(.cancelled, "the call has ended"))
+                    case .queueFull: handler.waitForSendQueue(streamID: streamID, continuation: continuation)
+                    }
                 }
             }
         } onCancel: {
-            connection.eventLoop.executeOrRunNow {
-                connection.value.cancelResponseWaiter(streamID: streamID)
-            }
+            connection.eventLoop.execute { connection.value.cancelResponseWaiter(streamID: streamID) }
         }
     }
 
