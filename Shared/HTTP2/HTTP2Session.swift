@@ -23,6 +23,9 @@ public final class HTTP2Session {
     /// The header block being received. Header blocks never interleave (HEADERS then CONTINUATION frames of one
     /// stream), so one is enough.
     private var incomingHeaders: (streamID: Int32, fields: [HTTP2HeaderField]) = (0, [])
+    /// Size of the header block being received, as RFC 9113 counts it (name + value + 32 per field).
+    private var incomingHeaderListSize = 0
+    private let maxHeaderListSize: Int
     /// Outbound DATA (and trailers) waiting for nghttp2 to pull them, per stream.
     private var outbound: [Int32: OutboundStream] = [:]
     /// Streams to reset with NO_ERROR once our END_STREAM is out, if the peer is still sending.
@@ -31,6 +34,7 @@ public final class HTTP2Session {
     /// Creates a session and queues our SETTINGS frame (the server also expects the client preface).
     public init(role: Role, configuration: HTTP2Configuration = .init()) throws(HTTP2Error) {
         self.role = role
+        self.maxHeaderListSize = Int(configuration.maxHeaderListSize)
 
         var callbacks: OpaquePointer?
         try check(nghttp2_session_callbacks_new(&callbacks))
@@ -260,15 +264,24 @@ public final class HTTP2Session {
     }
 
     fileprivate func beginHeaders(streamID: Int32) {
+        incomingHeaderListSize = 0
         incomingHeaders = (streamID, [])
         incomingHeaders.fields.reserveCapacity(12)
     }
 
-    fileprivate func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        guard incomingHeaders.streamID == streamID else { return }
+    /// Collects one header field; false when the block outgrew the SETTINGS_MAX_HEADER_LIST_SIZE we advertised
+    /// (nghttp2 then resets just that stream).
+    fileprivate func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
+        guard incomingHeaders.streamID == streamID else { return true }
+        incomingHeaderListSize += name.count + value.count + 32
+        guard incomingHeaderListSize <= maxHeaderListSize else {
+            incomingHeaders = (0, [])
+            return false
+        }
         incomingHeaders.fields.append(
             HTTP2HeaderField(
                 name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
+        return true
     }
 
     fileprivate func frameReceived(type: UInt8, flags: UInt8, streamID: Int32, frame: UnsafePointer<nghttp2_frame>) {
@@ -403,11 +416,11 @@ private func installCallbacks(_ callbacks: OpaquePointer?) {
     }
     nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
         guard let frame, let session = owner(userData) else { return 0 }
-        session.header(
+        let accepted = session.header(
             streamID: frame.pointee.hd.stream_id,
             name: UnsafeRawBufferPointer(start: name, count: nameLength),
             value: UnsafeRawBufferPointer(start: value, count: valueLength))
-        return 0
+        return accepted ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
     }
     nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
         guard let frame, let session = owner(userData) else { return 0 }

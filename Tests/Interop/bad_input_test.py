@@ -93,6 +93,19 @@ class BadInputTest(unittest.TestCase):
         st = conn.grpc_call(SERVICE + "EmptyCall", h2raw.grpc_frame(b""), omit=("te",))
         self.assertEqual(st.effective_grpc_status, h2raw.GRPC_INTERNAL, st.describe())
 
+    def test_header_list_over_advertised_limit_resets_only_that_stream(self):
+        conn = self.connect()
+        big = [("x-big-%d" % i, "v" * 4000) for i in range(5)]  # about 20 KB, over the 16 KiB we advertise
+        sid = conn.new_stream_id()
+        conn.send_headers(sid, conn.grpc_headers(SERVICE + "EmptyCall", extra=big))
+        conn.send_data(sid, h2raw.grpc_frame(b""), end_stream=True)
+        st = conn.wait_stream(sid)
+        self.assertIsNotNone(st.reset_code, "an oversized header list must reset the stream; " + st.describe())
+        self.assertNotEqual(st.grpc_status, 0, st.describe())
+        # The connection itself survives: the next call on it works.
+        ok = conn.grpc_call(SERVICE + "EmptyCall", h2raw.grpc_frame(b""))
+        self.assertGrpcStatus(ok, 0)
+
     # --- message framing problems ------------------------------------------------------------------------------
 
     def test_truncated_message_is_internal(self):
