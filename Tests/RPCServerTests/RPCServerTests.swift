@@ -229,4 +229,18 @@ struct RPCServerTests {
             try await TestConnection.with(port: port) { _ in }
         }
     }
+
+    @Test("a connection without calls for the idle timeout gets GOAWAY and is closed")
+    func idleTimeout() async throws {
+        try await withServer(probe: Probe(), configure: { $0.connectionManagement.idleTimeout = .milliseconds(300) }) {
+            _, port in
+            try await TestConnection.with(port: port) { connection in
+                let started = ContinuousClock.now
+                while try await connection.nextEvent() != nil {}
+                #expect(connection.goawayReceived == HTTP2ErrorCode.noError)
+                #expect(ContinuousClock.now - started >= .milliseconds(250))
+                #expect(ContinuousClock.now - started < .seconds(5))
+            }
+        }
+    }
 }
