@@ -83,8 +83,47 @@ let package = Package(
         ),
         .target(
             name: "HabitFlowPostgres",
-            dependencies: ["CLibPQ"],
-            path: "Shared/Postgres",
+            dependencies: [
+                "CLibPQ",
+                "HabitFlowCrypto",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Shared/Postgres/Core",
+            swiftSettings: swiftSettings
+        ),
+        // Domain event envelope (Schemas/proto/habitflow/events) and the transactional outbox built on it.
+        .target(
+            name: "HabitFlowEvents",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/Events",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowOutbox",
+            dependencies: [
+                "HabitFlowPostgres",
+                "HabitFlowEvents",
+                "HabitFlowCrypto",
+                "HabitFlowRPC",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Shared/Postgres/Outbox",
+            swiftSettings: swiftSettings
+        ),
+        // Applies a service's migrations without starting it.
+        .executableTarget(
+            name: "habitflow-migrate",
+            dependencies: ["HabitFlowPostgres", .product(name: "Logging", package: "swift-log")],
+            path: "Tools/Migrate",
+            swiftSettings: swiftSettings
+        ),
+        // Pool round trips next to pgbench (Benchmarks/postgres.sh); prints figures, not a test.
+        .executableTarget(
+            name: "postgres-benchmark",
+            dependencies: ["HabitFlowPostgres", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/PostgresBenchmark",
             swiftSettings: swiftSettings
         ),
         .target(
@@ -139,6 +178,23 @@ let package = Package(
         ),
 
         .target(
+            name: "HabitFlowRPCClient",
+            dependencies: [
+                "HabitFlowRPC",
+                "HabitFlowGRPCProtos",
+                "HabitFlowHTTP2",
+                "HabitFlowTLS",
+                "HabitFlowCompression",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Shared/RPC/Client",
+            swiftSettings: swiftSettings
+        ),
+
+        .target(
             name: "HabitFlowRPCSideServices",
             dependencies: [
                 "HabitFlowRPC",
@@ -169,6 +225,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/Interop/Server",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "interop-client",
+            dependencies: [
+                "GRPCInteropTesting",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/Interop/Client",
             swiftSettings: swiftSettings
         ),
 
@@ -202,6 +269,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "RPCClientTests",
+            dependencies: [
+                "GRPCInteropTesting",
+                "HabitFlowGRPCProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/RPCClientTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "CryptoTests",
             dependencies: ["HabitFlowCrypto"],
             path: "Tests/CryptoTests",
@@ -209,7 +292,16 @@ let package = Package(
         ),
         .testTarget(
             name: "PostgresTests",
-            dependencies: ["HabitFlowPostgres"],
+            dependencies: [
+                "HabitFlowPostgres",
+                "HabitFlowOutbox",
+                "HabitFlowEvents",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
             path: "Tests/PostgresTests",
             swiftSettings: swiftSettings
         ),

@@ -54,7 +54,7 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/server-unary.XXXXXX")
 server_pid=""
 cleanup() {
-    stop_server
+    if declare -F stop_server >/dev/null; then stop_server; fi
     if ((keep)); then log "kept $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -224,9 +224,12 @@ for ((round = 1; round <= rounds; round++)); do
 done
 log "measured in $((SECONDS - started)) s"
 
-meta=$(printf '{"rounds": %d, "duration_s": %s, "warm_up_s": %s, "idle_connections": %d, "cores": %d, "h2load": "%s", "commit": "%s", "build_seconds": {%s}}' \
+# The commit measured, and how many files of the main package differed from it (a dirty tree measures those too).
+commit=$(git -C "$HABITFLOW_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$HABITFLOW_ROOT" status --porcelain -- Package.swift Shared Tools 2>/dev/null | wc -l)
+meta=$(printf '{"rounds": %d, "duration_s": %s, "warm_up_s": %s, "idle_connections": %d, "cores": %d, "h2load": "%s", "commit": "%s", "uncommitted_files": %d, "build_seconds": {%s}}' \
     "$rounds" "$duration" "$warm_up" "$idle_connections" "$(nproc)" "$(h2load --version | head -1)" \
-    "$(git -C "$HABITFLOW_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(IFS=,; echo "${build_times[*]}")")
+    "$commit" "$dirty" "$(IFS=,; echo "${build_times[*]}")")
 report=("$HABITFLOW_PYTHON" "$BENCH_DIR/tools/report.py" "$results" --meta "$meta")
 if [[ -n "$json_out" ]]; then report+=(--json "$json_out"); fi
 "${report[@]}"

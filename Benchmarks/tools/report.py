@@ -120,6 +120,10 @@ def main() -> int:
     print("Unary grpc.testing.TestService/UnaryCall, response_size 16 (medians of "
           f"{meta.get('rounds', '?')} rounds; h2load -t 1, -D {meta.get('duration_s', '?')} s after "
           f"{meta.get('warm_up_s', '?')} s warm-up)", file=out)
+    if "commit" in meta:
+        print(f"ours at commit {meta['commit']}"
+              + (f" with {meta['uncommitted_files']} uncommitted files in Package.swift, Shared/, Tools/"
+                 if meta.get("uncommitted_files") else ""), file=out)
     print(file=out)
     header = f"{'server':<10} {'point':<8} {'req/s':>10} {'(min-max)':>19} {'p50 ms':>8} {'p99 ms':>8} " \
              f"{'CPU us/req':>10} {'peak RSS MiB':>12}"

@@ -132,13 +132,6 @@ public final class HTTP2Session {
         return nghttp2_session_want_write(session) != 0
     }
 
-    /// The peer's SETTINGS_MAX_CONCURRENT_STREAMS (effectively unlimited until its SETTINGS arrive). A client
-    /// submitting more requests has them queued by nghttp2 until streams close.
-    public var remoteMaxConcurrentStreams: UInt32 {
-        guard let session else { return 0 }
-        return nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
-    }
-
     private func takeEvents() -> [HTTP2Event] {
         let events = pendingEvents
         pendingEvents.removeAll(keepingCapacity: true)
@@ -454,30 +447,43 @@ private func withNameValues<Result, Failure: Error>(
     _ fields: [HTTP2HeaderField],
     _ body: (UnsafePointer<nghttp2_nv>, Int) throws(Failure) -> Result
 ) throws(Failure) -> Result {
-    var storage: [UInt8] = []
-    storage.reserveCapacity(fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count })
-    var offsets: [(name: Int, nameLength: Int, value: Int, valueLength: Int)] = []
-    offsets.reserveCapacity(fields.count)
-    for field in fields {
-        let nameStart = storage.count
-        storage.append(contentsOf: field.name.utf8)
-        let valueStart = storage.count
-        storage.append(contentsOf: field.value.utf8)
-        offsets.append((nameStart, valueStart - nameStart, valueStart, storage.count - valueStart))
-    }
-    // Never an empty buffer: its base address would be nil.
-    storage.append(0)
-    return try storage.withUnsafeMutableBufferPointer { (bytes) throws(Failure) -> Result in
-        let base = bytes.baseAddress!
-        let nameValues = offsets.map { entry in
-            nghttp2_nv(
-                name: base + entry.name, value: base + entry.value, namelen: entry.nameLength,
-                valuelen: entry.valueLength, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
-        }
-        return try nameValues.withUnsafeBufferPointer { (array) throws(Failure) -> Result in
-            try body(array.baseAddress ?? UnsafePointer(bitPattern: 1)!, array.count)
+    // Header blocks are small: both arrays live on the stack, so submitting headers allocates nothing here.
+    let byteCount = fields.reduce(1) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+    return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: byteCount) {
+        (bytes) throws(Failure) -> Result in
+        try withUnsafeTemporaryAllocation(of: nghttp2_nv.self, capacity: max(fields.count, 1)) {
+            (nameValues) throws(Failure) -> Result in
+            let base = bytes.baseAddress!
+            var offset = 0
+            for (index, field) in fields.enumerated() {
+                let nameStart = offset
+                offset += copyUTF8(field.name, to: base + offset)
+                let valueStart = offset
+                offset += copyUTF8(field.value, to: base + offset)
+                (nameValues.baseAddress! + index).initialize(
+                    to: nghttp2_nv(
+                        name: base + nameStart, value: base + valueStart, namelen: valueStart - nameStart,
+                        valuelen: offset - valueStart, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+            }
+            return try body(UnsafePointer(nameValues.baseAddress!), fields.count)
         }
     }
+}
+
+/// Copies the UTF-8 bytes of `string` to `destination`, returning how many were written.
+private func copyUTF8(_ string: String, to destination: UnsafeMutablePointer<UInt8>) -> Int {
+    if let count = string.utf8.withContiguousStorageIfAvailable({ source -> Int in
+        destination.update(from: source.baseAddress!, count: source.count)
+        return source.count
+    }) {
+        return count
+    }
+    var count = 0
+    for byte in string.utf8 {
+        destination[count] = byte
+        count += 1
+    }
+    return count
 }
 
 @inline(__always)

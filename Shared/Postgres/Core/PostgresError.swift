@@ -1,9 +1,16 @@
 internal import CLibPQ
 
-/// An error from Postgres or libpq, with the SQLSTATE where the server sent one.
+/// An error from Postgres, libpq or this layer, with the SQLSTATE where the server sent one.
+///
+/// Services switch on ``kind`` to choose a gRPC status (for example `.uniqueViolation` is `ALREADY_EXISTS`,
+/// `.serializationFailure` is retried, `.connectionLost` is `UNAVAILABLE`). ``message`` can quote SQL and values:
+/// log it, never send it to a client.
 public struct PostgresError: Error, CustomStringConvertible, Sendable {
-    public enum Kind: Sendable, Equatable {
+    public enum Kind: Sendable, Hashable {
+        /// Could not open (or re-open) a connection: server down, bad credentials, bad URL.
         case connectionFailed
+        /// The connection broke while a statement ran; whether it committed is unknown.
+        case connectionLost
         case uniqueViolation
         case foreignKeyViolation
         case checkViolation
@@ -13,6 +20,16 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         case queryCanceled
         case insufficientPrivilege
         case syntaxError
+        /// No connection became free within the pool's acquire timeout.
+        case poolTimeout
+        /// The pool was shut down.
+        case poolClosed
+        /// A parameter cannot be sent (for example text containing a NUL character).
+        case invalidParameter
+        /// A column could not be decoded as the requested Swift type (or a NULL into a non-optional).
+        case decodingFailed
+        /// A migration could not be applied, or an applied migration file changed.
+        case migrationFailed
         case other
     }
 
@@ -44,23 +61,37 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     }
 
     static func kind(forSQLState sqlState: String?, connectionBad: Bool) -> Kind {
+        if connectionBad { return .connectionLost }
         switch sqlState {
-        case "23505": .uniqueViolation
-        case "23503": .foreignKeyViolation
-        case "23514": .checkViolation
-        case "23502": .notNullViolation
-        case "40001": .serializationFailure
-        case "40P01": .deadlockDetected
-        case "57014": .queryCanceled
-        case "42501": .insufficientPrivilege
-        case "42601": .syntaxError
-        case let state? where state.hasPrefix("08"): .connectionFailed
-        case nil where connectionBad: .connectionFailed
-        default: .other
+        case "23505": return .uniqueViolation
+        case "23503": return .foreignKeyViolation
+        case "23514": return .checkViolation
+        case "23502": return .notNullViolation
+        case "40001": return .serializationFailure
+        case "40P01": return .deadlockDetected
+        case "57014": return .queryCanceled
+        case "42501": return .insufficientPrivilege
+        case "42601": return .syntaxError
+        // 57P01..03: admin shutdown, crash shutdown, cannot connect now.
+        case let state? where state.hasPrefix("08") || state.hasPrefix("57P"): return .connectionLost
+        default: return .other
         }
     }
 
+    /// Serialization failures and deadlocks: running the whole transaction again can succeed.
+    public var isRetryableTransactionFailure: Bool {
+        kind == .serializationFailure || kind == .deadlockDetected
+    }
+
     public var description: String {
-        "Postgres \(sqlState.map { "[\($0)] " } ?? "")\(message)"
+        "Postgres \(kind) \(sqlState.map { "[\($0)] " } ?? "")\(message)"
+    }
+}
+
+extension String {
+    func trimmingTrailingNewlines() -> String {
+        var result = self
+        while result.last?.isNewline == true { result.removeLast() }
+        return result
     }
 }

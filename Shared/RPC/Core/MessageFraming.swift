@@ -24,7 +24,8 @@ public struct MessageDeframer: Sendable {
     }
 
     public let maxMessageSize: Int
-    private var buffer = ByteBuffer()
+    /// Empty until bytes arrive (an empty `ByteBuffer()` still allocates storage).
+    private var buffer: ByteBuffer?
     /// The prefix of the message being assembled, once read.
     private var pending: (compressed: Bool, length: Int)?
 
@@ -33,27 +34,28 @@ public struct MessageDeframer: Sendable {
     }
 
     /// Bytes received but not yet part of a complete message.
-    public var bufferedBytes: Int { buffer.readableBytes }
+    public var bufferedBytes: Int { buffer?.readableBytes ?? 0 }
 
     /// True when no partial message is buffered (a stream may end only here).
-    public var isAtMessageBoundary: Bool { pending == nil && buffer.readableBytes == 0 }
+    public var isAtMessageBoundary: Bool { pending == nil && bufferedBytes == 0 }
 
     /// Appends received bytes.
     public mutating func append(_ bytes: ByteBuffer) {
-        if buffer.readableBytes == 0 {
+        if bufferedBytes == 0 {
             buffer = bytes  // the common case: no copy
         } else {
             var bytes = bytes
-            buffer.writeBuffer(&bytes)
+            buffer!.writeBuffer(&bytes)
         }
     }
 
     /// The next complete message, or `nil` when more bytes are needed.
     public mutating func next() throws(Failure) -> FramedMessage? {
+        guard buffer != nil else { return nil }
         if pending == nil {
-            guard buffer.readableBytes >= 5,
-                let flag = buffer.readInteger(as: UInt8.self),
-                let length = buffer.readInteger(endianness: .big, as: UInt32.self)
+            guard buffer!.readableBytes >= 5,
+                let flag = buffer!.readInteger(as: UInt8.self),
+                let length = buffer!.readInteger(endianness: .big, as: UInt32.self)
             else { return nil }
             guard flag <= 1 else { throw .invalidFlag(flag) }
             guard Int(length) <= maxMessageSize else {
@@ -61,9 +63,9 @@ public struct MessageDeframer: Sendable {
             }
             pending = (flag == 1, Int(length))
         }
-        guard let (compressed, length) = pending, let payload = buffer.readSlice(length: length) else { return nil }
+        guard let (compressed, length) = pending, let payload = buffer!.readSlice(length: length) else { return nil }
         pending = nil
-        if buffer.readableBytes == 0 { buffer.clear() }
+        if buffer!.readableBytes == 0 { buffer = nil }
         return FramedMessage(compressed: compressed, payload: payload)
     }
 }

@@ -49,13 +49,13 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
     }
 
     public mutating func removeAll(_ key: String) {
-        let key = key.lowercased()
+        let key = normalized(key)
         entries.removeAll { $0.key == key }
     }
 
     /// The first text value of `key`.
     public subscript(_ key: String) -> String? {
-        let key = key.lowercased()
+        let key = normalized(key)
         for entry in entries where entry.key == key {
             if case .text(let value) = entry.value { return value }
         }
@@ -64,7 +64,7 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
 
     /// The first binary value of `key` (a `-bin` key).
     public func binary(_ key: String) -> [UInt8]? {
-        let key = key.lowercased()
+        let key = normalized(key)
         for entry in entries where entry.key == key {
             if case .binary(let value) = entry.value { return value }
         }
@@ -72,8 +72,10 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
     }
 
     public func values(_ key: String) -> [Value] {
-        let key = key.lowercased()
-        return entries.filter { $0.key == key }.map(\.value)
+        let key = normalized(key)
+        var values: [Value] = []
+        for entry in entries where entry.key == key { values.append(entry.value) }
+        return values
     }
 
     public var isEmpty: Bool { entries.isEmpty }
@@ -82,6 +84,11 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
     public func makeIterator() -> IndexingIterator<[Entry]> {
         entries.makeIterator()
     }
+}
+
+/// Keys are compared lower-case; most callers already pass lower-case keys, which then cost no allocation.
+private func normalized(_ key: String) -> String {
+    key.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") } ? key.lowercased() : key
 }
 
 extension Metadata {

@@ -38,6 +38,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     private var pingTimer: Scheduled<Void>?
     private var pingTimeoutTimer: Scheduled<Void>?
     private var idleTimer: Scheduled<Void>?
+    /// When the last call ended (or the connection opened): the idle timeout counts from here.
+    private var idleSince = NIODeadline.now()
     private var ageTimer: Scheduled<Void>?
 
     private enum Phase {
@@ -277,7 +279,10 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         let interceptors = router.interceptors
         let run = method.run
         let bound = loopBound
-        stream.task = Task(executorPreference: taskExecutor) {
+        // `Task.immediate` runs the handler right here, on the event loop, until it first suspends: a call that
+        // never waits (most unary calls once their request is in) completes within this read, with no hop and no
+        // wake-up of another thread. After a suspension it resumes on the preferred executor (the event loop).
+        let task = Task.immediate(executorPreference: taskExecutor) {
             let outcome: Result<Void, any Error>
             do {
                 if interceptors.isEmpty {
@@ -295,6 +300,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 bound.eventLoop.execute { bound.value.handlerFinished(streamID: streamID, outcome: outcome) }
             }
         }
+        if !stream.handlerFinished { stream.task = task }
     }
 
     /// Answers a request that never reaches a handler with a Trailers-Only response.
@@ -445,6 +451,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     func handlerFinished(streamID: Int32, outcome: Result<Void, any Error>) {
         guard let stream = streams[streamID] else { return }
         stream.task = nil
+        stream.handlerFinished = true
         guard !stream.statusSent else { return }
         switch outcome {
         case .success:
@@ -595,21 +602,28 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 if inReadBurst == false, flushScheduled == false { context?.close(promise: nil) }
                 return
             }
-            armIdleTimer()
-        } else {
-            idleTimer?.cancel()
-            idleTimer = nil
+            idleSince = .now()
         }
     }
 
-    private func armIdleTimer() {
-        idleTimer?.cancel()
+    /// One timer per connection, re-armed only when it fires: calls starting and ending at high rates then cost no
+    /// timer work, only a timestamp.
+    private func armIdleTimer(after delay: TimeAmount? = nil) {
         guard let idleTimeout = configuration.connectionManagement.idleTimeout, let context else { return }
         let bound = loopBound
-        idleTimer = context.eventLoop.scheduleTask(in: TimeAmount(idleTimeout)) {
-            let handler = bound.value
-            handler.logger.debug("connection idle; closing")
-            handler.beginGracefulShutdown()
+        idleTimer = context.eventLoop.scheduleTask(in: delay ?? TimeAmount(idleTimeout)) {
+            bound.value.idleTimerFired()
+        }
+    }
+
+    private func idleTimerFired() {
+        guard let idleTimeout = configuration.connectionManagement.idleTimeout else { return }
+        let idleFor = NIODeadline.now() - idleSince
+        if streams.isEmpty && idleFor >= TimeAmount(idleTimeout) {
+            logger.debug("connection idle; closing")
+            beginGracefulShutdown()
+        } else {
+            armIdleTimer(after: streams.isEmpty ? TimeAmount(idleTimeout) - idleFor : TimeAmount(idleTimeout))
         }
     }
 
@@ -696,6 +710,8 @@ final class ServerStream {
     let acceptsGzip: Bool
     var deframer: MessageDeframer
     var task: Task<Void, Never>?
+    /// The handler returned or threw (possibly before `task` was even assigned, when it never suspended).
+    var handlerFinished = false
     var deadlineTimer: Scheduled<Void>?
     var headersSent = false
     var statusSent = false

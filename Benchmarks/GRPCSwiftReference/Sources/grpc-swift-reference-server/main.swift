@@ -6,9 +6,11 @@
 // Port 0 picks a free port; the server prints `listening on HOST:PORT` once it accepts connections, like
 // interop-server. The event loop group has System.coreCount threads, as our RPCServer's default
 // (MultiThreadedEventLoopGroup.singleton).
+import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2Posix
 import GRPCProtobuf
+import NIOCore
 import NIOPosix
 
 #if canImport(Glibc)
@@ -41,31 +43,29 @@ struct TestServiceUnaryOnly: RegistrableRPCService {
         return .with {
             $0.payload = .with {
                 $0.type = request.responseType
-                $0.body = [UInt8](repeating: 0, count: Int(max(0, request.responseSize)))
+                $0.body = Data(count: Int(max(0, request.responseSize)))
             }
         }
     }
+}
+
+func fail(_ message: String) -> Never {
+    let line = Array("grpc-swift-reference-server: \(message)\n".utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    exit(2)
 }
 
 var host = "127.0.0.1"
 var port = 0
 var arguments = CommandLine.arguments.dropFirst()
 while let flag = arguments.popFirst() {
-    guard let value = arguments.popFirst() else {
-        fputs("grpc-swift-reference-server: \(flag) needs a value\n", stderr)
-        exit(2)
-    }
+    guard let value = arguments.popFirst() else { fail("\(flag) needs a value") }
     switch flag {
     case "--host": host = value
     case "--port":
-        guard let number = Int(value), (0...65535).contains(number) else {
-            fputs("grpc-swift-reference-server: bad port \(value)\n", stderr)
-            exit(2)
-        }
+        guard let number = Int(value), (0...65535).contains(number) else { fail("bad port \(value)") }
         port = number
-    default:
-        fputs("usage: grpc-swift-reference-server [--host H] [--port P]\n", stderr)
-        exit(2)
+    default: fail("unknown option \(flag); usage: grpc-swift-reference-server [--host H] [--port P]")
     }
 }
 
@@ -84,5 +84,5 @@ try await withThrowingDiscardingTaskGroup { tasks in
     } else {
         print("listening on \(address)")
     }
-    fflush(stdout)
+    fflush(nil)  // all streams: the script waits for the line
 }

@@ -24,6 +24,33 @@ public enum Grpc_Health_V1_Health {
         /// The current status at once, then every change, until the client cancels.
         func watch(request: Grpc_Health_V1_HealthCheckRequest, responses: ResponseWriter<Grpc_Health_V1_HealthCheckResponse>, context: ServerContext) async throws
     }
+
+    /// Calls grpc.health.v1.Health through a transport (an `RPCChannel`).
+    ///
+    /// Methods with one response return it; their `…WithMetadata` twins also return the response metadata and
+    /// trailers. Streamed responses come as a `ResponseStream` (an `AsyncSequence` that has both). Streamed
+    /// requests are any `AsyncSequence` of the request type. Errors are `RPCError`s.
+    public struct Client: Sendable {
+        public let transport: any RPCClientTransport
+
+        public init(transport: any RPCClientTransport) {
+            self.transport = transport
+        }
+
+        /// The current status; NOT_FOUND for a service the server does not know.
+        public func check(_ request: Grpc_Health_V1_HealthCheckRequest, options: CallOptions = CallOptions()) async throws -> Grpc_Health_V1_HealthCheckResponse {
+            try await checkWithMetadata(request, options: options).message
+        }
+
+        public func checkWithMetadata(_ request: Grpc_Health_V1_HealthCheckRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Grpc_Health_V1_HealthCheckResponse> {
+            try await transport.unary(Grpc_Health_V1_Health.Method.check, request, options: options)
+        }
+
+        /// The current status at once, then every change, until the client cancels.
+        public func watch(_ request: Grpc_Health_V1_HealthCheckRequest, options: CallOptions = CallOptions()) async throws -> ResponseStream<Grpc_Health_V1_HealthCheckResponse> {
+            try await transport.serverStreaming(Grpc_Health_V1_Health.Method.watch, request, options: options)
+        }
+    }
 }
 
 extension Grpc_Health_V1_Health.Handler {

@@ -19,6 +19,23 @@ public enum Grpc_Reflection_V1alpha_ServerReflection {
     public protocol Handler: RPCService {
         func serverReflectionInfo(requests: RequestStream<Grpc_Reflection_V1alpha_ServerReflectionRequest>, responses: ResponseWriter<Grpc_Reflection_V1alpha_ServerReflectionResponse>, context: ServerContext) async throws
     }
+
+    /// Calls grpc.reflection.v1alpha.ServerReflection through a transport (an `RPCChannel`).
+    ///
+    /// Methods with one response return it; their `…WithMetadata` twins also return the response metadata and
+    /// trailers. Streamed responses come as a `ResponseStream` (an `AsyncSequence` that has both). Streamed
+    /// requests are any `AsyncSequence` of the request type. Errors are `RPCError`s.
+    public struct Client: Sendable {
+        public let transport: any RPCClientTransport
+
+        public init(transport: any RPCClientTransport) {
+            self.transport = transport
+        }
+
+        public func serverReflectionInfo<Requests: AsyncSequence & Sendable>(requests: Requests, options: CallOptions = CallOptions()) async throws -> ResponseStream<Grpc_Reflection_V1alpha_ServerReflectionResponse> where Requests.Element == Grpc_Reflection_V1alpha_ServerReflectionRequest {
+            try await transport.bidirectionalStreaming(Grpc_Reflection_V1alpha_ServerReflection.Method.serverReflectionInfo, requests: requests, options: options)
+        }
+    }
 }
 
 extension Grpc_Reflection_V1alpha_ServerReflection.Handler {

@@ -1,11 +1,12 @@
 import SwiftProtobufPluginLibrary
 
-/// Emits the server API of one proto service into its namespace enum:
+/// Emits the server and client API of one proto service into its namespace enum:
 ///
 ///     enum <Prefix><Service> {
 ///         static let name
 ///         enum Method { static let <rpc>: MethodDescriptor …; static let all }
 ///         protocol Handler: RPCService { one typed requirement per rpc }
+///         struct Client { one typed method per rpc (plus `…WithMetadata` for single responses) }
 ///     }
 ///     extension <Prefix><Service>.Handler { serviceName, methods (routing to the typed requirements) }
 struct ServiceEmitter {
@@ -37,8 +38,8 @@ struct ServiceEmitter {
             emitMethodDescriptors(into: &printer)
             printer.print("\n")
             emitHandlerProtocol(into: &printer)
-            // Extension point (issue 4): typed clients go here, as `struct Client` inside this namespace, built from
-            // the same `Method` descriptors and message types (`emitClient(into:)`).
+            printer.print("\n")
+            emitClient(into: &printer)
         }
         printer.print("}\n", "\n")
         emitHandlerRouting(into: &printer)
@@ -88,6 +89,72 @@ struct ServiceEmitter {
         }
     }
 
+    /// The typed client: single responses come back as the message (`…WithMetadata` adds the response metadata and
+    /// trailers); streamed responses as a `ResponseStream`, which carries both; streamed requests are any
+    /// `AsyncSequence` of the request type.
+    private func emitClient(into printer: inout CodePrinter) {
+        printer.print(
+            "/// Calls \(service.fullName) through a transport (an `RPCChannel`).\n",
+            "///\n",
+            "/// Methods with one response return it; their `…WithMetadata` twins also return the response metadata and\n",
+            "/// trailers. Streamed responses come as a `ResponseStream` (an `AsyncSequence` that has both). Streamed\n",
+            "/// requests are any `AsyncSequence` of the request type. Errors are `RPCError`s.\n",
+            "\(access) struct Client: Sendable {\n")
+        printer.withIndentation { printer in
+            printer.print(
+                "\(access) let transport: any RPCClientTransport\n", "\n",
+                "\(access) init(transport: any RPCClientTransport) {\n",
+                "    self.transport = transport\n",
+                "}\n")
+            for (method, swiftName) in zip(service.methods, swiftNames) {
+                printer.print("\n")
+                emitClientMethods(for: method, swiftName: swiftName, into: &printer)
+            }
+        }
+        printer.print("}\n")
+    }
+
+    private func emitClientMethods(for method: MethodDescriptor, swiftName: String, into printer: inout CodePrinter) {
+        let request = namer.fullName(message: method.inputType)
+        let response = namer.fullName(message: method.outputType)
+        let descriptor = "\(namespace).Method.\(swiftName)"
+        let withMetadata = swiftName.filter { $0 != "`" } + "WithMetadata"
+        let options = "options: CallOptions = CallOptions()"
+        let requests = "<Requests: AsyncSequence & Sendable>(requests: Requests, \(options))"
+        let whereClause = "where Requests.Element == \(request)"
+        // Methods the proto marks as safe to repeat are retried by default (CallOptions.idempotent overrides).
+        let idempotent =
+            [.idempotent, .noSideEffects].contains(method.options.idempotencyLevel) ? ", idempotentByDefault: true" : ""
+        printer.print(method.protoSourceComments())
+        switch (method.clientStreaming, method.serverStreaming) {
+        case (false, false):
+            printer.print(
+                "\(access) func \(swiftName)(_ request: \(request), \(options)) async throws -> \(response) {\n",
+                "    try await \(withMetadata)(request, options: options).message\n", "}\n", "\n",
+                "\(access) func \(withMetadata)(_ request: \(request), \(options)) async throws"
+                    + " -> UnaryResponse<\(response)> {\n",
+                "    try await transport.unary(\(descriptor), request, options: options\(idempotent))\n", "}\n")
+        case (false, true):
+            printer.print(
+                "\(access) func \(swiftName)(_ request: \(request), \(options)) async throws"
+                    + " -> ResponseStream<\(response)> {\n",
+                "    try await transport.serverStreaming(\(descriptor), request, options: options\(idempotent))\n", "}\n")
+        case (true, false):
+            printer.print(
+                "\(access) func \(swiftName)\(requests) async throws -> \(response) \(whereClause) {\n",
+                "    try await \(withMetadata)(requests: requests, options: options).message\n", "}\n", "\n",
+                "\(access) func \(withMetadata)\(requests) async throws -> UnaryResponse<\(response)>"
+                    + " \(whereClause) {\n",
+                "    try await transport.clientStreaming(\(descriptor), requests: requests, options: options)\n", "}\n")
+        case (true, true):
+            printer.print(
+                "\(access) func \(swiftName)\(requests) async throws -> ResponseStream<\(response)>"
+                    + " \(whereClause) {\n",
+                "    try await transport.bidirectionalStreaming(\(descriptor), requests: requests, options: options)\n",
+                "}\n")
+        }
+    }
+
     private func emitHandlerRouting(into printer: inout CodePrinter) {
         printer.print("extension \(namespace).Handler {\n")
         printer.withIndentation { printer in
@@ -134,8 +201,8 @@ struct ServiceEmitter {
         return name
     }
 
-    /// `Method.all` and the `RPCService` requirements the `Handler` extension provides.
-    private static let reservedMemberNames: Set<String> = ["all", "serviceName", "methods"]
+    /// `Method.all`, the `RPCService` requirements the `Handler` extension provides, and `Client.transport`.
+    private static let reservedMemberNames: Set<String> = ["all", "serviceName", "methods", "transport"]
 
     private static let swiftKeywords: Set<String> = swiftKeywordsUsedInDeclarations
         .union(swiftKeywordsUsedInStatements)

@@ -56,6 +56,86 @@ public enum Grpc_Testing_TestService {
         /// unimplemented methods (unimplemented_method).
         func unimplementedCall(request: Grpc_Testing_Empty, context: ServerContext) async throws -> Grpc_Testing_Empty
     }
+
+    /// Calls grpc.testing.TestService through a transport (an `RPCChannel`).
+    ///
+    /// Methods with one response return it; their `…WithMetadata` twins also return the response metadata and
+    /// trailers. Streamed responses come as a `ResponseStream` (an `AsyncSequence` that has both). Streamed
+    /// requests are any `AsyncSequence` of the request type. Errors are `RPCError`s.
+    public struct Client: Sendable {
+        public let transport: any RPCClientTransport
+
+        public init(transport: any RPCClientTransport) {
+            self.transport = transport
+        }
+
+        /// One empty request followed by one empty response.
+        public func emptyCall(_ request: Grpc_Testing_Empty, options: CallOptions = CallOptions()) async throws -> Grpc_Testing_Empty {
+            try await emptyCallWithMetadata(request, options: options).message
+        }
+
+        public func emptyCallWithMetadata(_ request: Grpc_Testing_Empty, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Grpc_Testing_Empty> {
+            try await transport.unary(Grpc_Testing_TestService.Method.emptyCall, request, options: options)
+        }
+
+        /// One request followed by one response.
+        public func unaryCall(_ request: Grpc_Testing_SimpleRequest, options: CallOptions = CallOptions()) async throws -> Grpc_Testing_SimpleResponse {
+            try await unaryCallWithMetadata(request, options: options).message
+        }
+
+        public func unaryCallWithMetadata(_ request: Grpc_Testing_SimpleRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Grpc_Testing_SimpleResponse> {
+            try await transport.unary(Grpc_Testing_TestService.Method.unaryCall, request, options: options)
+        }
+
+        /// One request followed by one response. Response has cache control headers set such that a caching HTTP proxy
+        /// (such as GFE) can satisfy subsequent requests.
+        public func cacheableUnaryCall(_ request: Grpc_Testing_SimpleRequest, options: CallOptions = CallOptions()) async throws -> Grpc_Testing_SimpleResponse {
+            try await cacheableUnaryCallWithMetadata(request, options: options).message
+        }
+
+        public func cacheableUnaryCallWithMetadata(_ request: Grpc_Testing_SimpleRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Grpc_Testing_SimpleResponse> {
+            try await transport.unary(Grpc_Testing_TestService.Method.cacheableUnaryCall, request, options: options)
+        }
+
+        /// One request followed by a sequence of responses (streamed download). The server returns the payload with client
+        /// desired type and sizes.
+        public func streamingOutputCall(_ request: Grpc_Testing_StreamingOutputCallRequest, options: CallOptions = CallOptions()) async throws -> ResponseStream<Grpc_Testing_StreamingOutputCallResponse> {
+            try await transport.serverStreaming(Grpc_Testing_TestService.Method.streamingOutputCall, request, options: options)
+        }
+
+        /// A sequence of requests followed by one response (streamed upload). The server returns the aggregated size of
+        /// client payload as the result.
+        public func streamingInputCall<Requests: AsyncSequence & Sendable>(requests: Requests, options: CallOptions = CallOptions()) async throws -> Grpc_Testing_StreamingInputCallResponse where Requests.Element == Grpc_Testing_StreamingInputCallRequest {
+            try await streamingInputCallWithMetadata(requests: requests, options: options).message
+        }
+
+        public func streamingInputCallWithMetadata<Requests: AsyncSequence & Sendable>(requests: Requests, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Grpc_Testing_StreamingInputCallResponse> where Requests.Element == Grpc_Testing_StreamingInputCallRequest {
+            try await transport.clientStreaming(Grpc_Testing_TestService.Method.streamingInputCall, requests: requests, options: options)
+        }
+
+        /// A sequence of requests with each request served by the server immediately. As one request could lead to
+        /// multiple responses, this interface demonstrates the idea of full duplexing.
+        public func fullDuplexCall<Requests: AsyncSequence & Sendable>(requests: Requests, options: CallOptions = CallOptions()) async throws -> ResponseStream<Grpc_Testing_StreamingOutputCallResponse> where Requests.Element == Grpc_Testing_StreamingOutputCallRequest {
+            try await transport.bidirectionalStreaming(Grpc_Testing_TestService.Method.fullDuplexCall, requests: requests, options: options)
+        }
+
+        /// A sequence of requests followed by a sequence of responses. The server buffers all the client requests and then
+        /// serves them in order. A stream of responses is returned to the client when the server starts with the first
+        /// request.
+        public func halfDuplexCall<Requests: AsyncSequence & Sendable>(requests: Requests, options: CallOptions = CallOptions()) async throws -> ResponseStream<Grpc_Testing_StreamingOutputCallResponse> where Requests.Element == Grpc_Testing_StreamingOutputCallRequest {
+            try await transport.bidirectionalStreaming(Grpc_Testing_TestService.Method.halfDuplexCall, requests: requests, options: options)
+        }
+
+        /// The test server will not implement this method. It is used to test the behavior when clients call
+        /// unimplemented methods (unimplemented_method).
+        public func unimplementedCall(_ request: Grpc_Testing_Empty, options: CallOptions = CallOptions()) async throws -> Grpc_Testing_Empty {
+            try await unimplementedCallWithMetadata(request, options: options).message
+        }
+
+        public func unimplementedCallWithMetadata(_ request: Grpc_Testing_Empty, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Grpc_Testing_Empty> {
+            try await transport.unary(Grpc_Testing_TestService.Method.unimplementedCall, request, options: options)
+        }
+    }
 }
 
 extension Grpc_Testing_TestService.Handler {
@@ -88,6 +168,28 @@ public enum Grpc_Testing_UnimplementedService {
     public protocol Handler: RPCService {
         /// A call that no server should implement.
         func unimplementedCall(request: Grpc_Testing_Empty, context: ServerContext) async throws -> Grpc_Testing_Empty
+    }
+
+    /// Calls grpc.testing.UnimplementedService through a transport (an `RPCChannel`).
+    ///
+    /// Methods with one response return it; their `…WithMetadata` twins also return the response metadata and
+    /// trailers. Streamed responses come as a `ResponseStream` (an `AsyncSequence` that has both). Streamed
+    /// requests are any `AsyncSequence` of the request type. Errors are `RPCError`s.
+    public struct Client: Sendable {
+        public let transport: any RPCClientTransport
+
+        public init(transport: any RPCClientTransport) {
+            self.transport = transport
+        }
+
+        /// A call that no server should implement.
+        public func unimplementedCall(_ request: Grpc_Testing_Empty, options: CallOptions = CallOptions()) async throws -> Grpc_Testing_Empty {
+            try await unimplementedCallWithMetadata(request, options: options).message
+        }
+
+        public func unimplementedCallWithMetadata(_ request: Grpc_Testing_Empty, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Grpc_Testing_Empty> {
+            try await transport.unary(Grpc_Testing_UnimplementedService.Method.unimplementedCall, request, options: options)
+        }
     }
 }
 

@@ -1,0 +1,335 @@
+public import Logging
+internal import NIOPosix
+internal import Synchronization
+
+/// A bounded pool of Postgres connections with an async API.
+///
+/// Thread model: libpq's blocking API on a dedicated `NIOThreadPool` with one thread per connection slot, so a
+/// statement never blocks a SwiftNIO event loop or the Swift cooperative pool, and no caller ever waits for a
+/// thread (there are as many threads as connections). A connection is leased to one task at a time and its calls run
+/// one after another, so each libpq connection is used by a single thread at any moment. We chose this over libpq's
+/// non-blocking API driven from an event loop because it keeps the protocol handling in libpq (prepared statements,
+/// COPY-free simple flows, reconnection with `PQreset`) at the cost of one thread hop per statement, which the
+/// benchmark (Benchmarks/postgres.sh) shows is small next to the server's own work.
+///
+/// Recovery: before the first statement of each lease a connection checks, without blocking, whether the server
+/// hung up while it was idle; a connection the server closed (restart, idle timeout, `pg_terminate_backend`) is re-opened
+/// with `PQreset` on its thread, and one idle longer than ``Configuration/pingIdleConnectionsAfter`` gets a round
+/// trip first. A statement that was running when the connection broke throws ``PostgresError/Kind/connectionLost``.
+///
+/// - Important: call ``shutdown()`` before dropping the pool; it stops the pool's threads.
+public final class PostgresPool: PostgresQueryable, Sendable {
+    public struct Configuration: Sendable {
+        /// A libpq connection string or `postgresql://` URL.
+        public var connectionString: String
+        /// At most this many connections (and threads). Default 10.
+        public var maximumConnections: Int = 10
+        /// How long an acquire waits for a free connection before failing with ``PostgresError/Kind/poolTimeout``.
+        /// Default 10 s.
+        public var acquireTimeout: Duration = .seconds(10)
+        /// An idle connection older than this gets a round trip before it is reused. Default 30 s.
+        public var pingIdleConnectionsAfter: Duration = .seconds(30)
+
+        public init(connectionString: String) {
+            self.connectionString = connectionString
+        }
+    }
+
+    public let configuration: Configuration
+    let logger: Logger
+    private let threads: NIOThreadPool
+    private let state: Mutex<State>
+
+    public init(configuration: Configuration, logger: Logger) {
+        precondition(configuration.maximumConnections > 0, "a pool needs at least one connection")
+        self.configuration = configuration
+        self.logger = logger
+        self.threads = NIOThreadPool(numberOfThreads: configuration.maximumConnections)
+        self.state = Mutex(State(maximumConnections: configuration.maximumConnections))
+        threads.start()
+    }
+
+    /// Closes every connection and stops the pool's threads. Waiting and later acquires fail with
+    /// ``PostgresError/Kind/poolClosed``; connections in use close when they are returned.
+    public func shutdown() async {
+        let (idle, waiters) = state.withLock { $0.close() }
+        for waiter in waiters {
+            waiter.timeout?.cancel()
+            waiter.continuation.resume(throwing: PostgresError(kind: .poolClosed, message: "the pool was shut down"))
+        }
+        if !idle.isEmpty {
+            _ = try? await runBlocking { () throws(PostgresError) in idle.forEach { $0.close() } }
+        }
+        try? await threads.shutdownGracefully()
+    }
+
+    // MARK: - Leasing connections
+
+    /// Leases a connection for the duration of `body` (several statements on one session, such as `LISTEN` or a
+    /// session advisory lock). Prefer ``transaction(isolation:_:)`` for writes.
+    @discardableResult
+    public func withConnection<Result>(_ body: (PostgresConnection) async throws -> Result) async throws -> Result {
+        let connection = try await acquire()
+        let lease = PostgresConnection(pool: self, connection: connection)
+        do {
+            let result = try await body(lease)
+            await release(connection)
+            return result
+        } catch {
+            await release(connection)
+            throw error
+        }
+    }
+
+    /// Runs one statement on a leased connection.
+    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+        try Task.checkCancellation()
+        let connection = try await acquire()
+        let ping = configuration.pingIdleConnectionsAfter
+        do {
+            let rows = try await runBlocking { () throws(PostgresError) in
+                try connection.prepareForUse(pingAfter: ping)
+                return try connection.execute(query)
+            }
+            await release(connection)
+            return rows
+        } catch {
+            await release(connection)
+            throw error
+        }
+    }
+
+    enum Grant: Sendable {
+        case connection(BlockingConnection)
+        case openNew
+    }
+
+    struct Waiter {
+        var id: Int
+        var continuation: CheckedContinuation<Grant, any Error>
+        var timeout: Task<Void, Never>?
+    }
+
+    /// The pool's bookkeeping. Only touched under `state`'s lock; continuations are resumed after unlocking.
+    struct State {
+        let maximumConnections: Int
+        var idle: [BlockingConnection] = []
+        /// Open connections plus those being opened.
+        var connectionCount = 0
+        var waiters: [Waiter] = []
+        var nextWaiterID = 0
+        var isClosed = false
+
+        init(maximumConnections: Int) { self.maximumConnections = maximumConnections }
+
+        /// A connection now, permission to open one, or `nil`: wait.
+        mutating func grantImmediately() -> Result<Grant, PostgresError>? {
+            if isClosed { return .failure(PostgresError(kind: .poolClosed, message: "the pool was shut down")) }
+            if let connection = idle.popLast() { return .success(.connection(connection)) }
+            if connectionCount < maximumConnections {
+                connectionCount += 1
+                return .success(.openNew)
+            }
+            return nil
+        }
+
+        /// A returned connection goes to the longest waiter, or back to the idle list.
+        mutating func returned(_ connection: BlockingConnection) -> (Waiter, Grant)? {
+            if isClosed {
+                connectionCount -= 1
+                return nil
+            }
+            if !waiters.isEmpty { return (waiters.removeFirst(), .connection(connection)) }
+            idle.append(connection)
+            return nil
+        }
+
+        /// A slot freed by a failed open goes to the longest waiter as permission to try again.
+        mutating func slotFreed() -> Waiter? {
+            if !waiters.isEmpty, !isClosed { return waiters.removeFirst() }
+            connectionCount -= 1
+            return nil
+        }
+
+        mutating func removeWaiter(_ id: Int) -> Waiter? {
+            guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return waiters.remove(at: index)
+        }
+
+        mutating func close() -> ([BlockingConnection], [Waiter]) {
+            isClosed = true
+            let idle = self.idle
+            connectionCount -= idle.count
+            self.idle.removeAll()
+            let waiters = self.waiters
+            self.waiters.removeAll()
+            return (idle, waiters)
+        }
+    }
+
+    func acquire() async throws -> BlockingConnection {
+        // Fast path, no continuation: an idle connection or a free slot.
+        let (immediate, waiterID) = state.withLock { state -> (Result<Grant, PostgresError>?, Int) in
+            if let grant = state.grantImmediately() { return (grant, 0) }
+            state.nextWaiterID += 1
+            return (nil, state.nextWaiterID)
+        }
+        let grant: Grant
+        if let immediate {
+            grant = try immediate.get()
+        } else {
+            grant = try await waitForGrant(waiterID)
+        }
+        return try await connection(for: grant)
+    }
+
+    private func waitForGrant(_ waiterID: Int) async throws -> Grant {
+        let timeout = configuration.acquireTimeout
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Grant, any Error>) in
+                let immediate = state.withLock { state -> Result<Grant, PostgresError>? in
+                    if let grant = state.grantImmediately() { return grant }
+                    // Enqueue; the timer fails the waiter if nothing is granted in time.
+                    let timer = Task { [weak self] in
+                        try? await Task.sleep(for: timeout)
+                        guard !Task.isCancelled else { return }
+                        self?.failWaiter(
+                            waiterID,
+                            PostgresError(kind: .poolTimeout, message: "no connection became free within \(timeout)"))
+                    }
+                    state.waiters.append(Waiter(id: waiterID, continuation: continuation, timeout: timer))
+                    return nil
+                }
+                if let immediate { continuation.resume(with: immediate) }
+            }
+        } onCancel: {
+            failWaiter(waiterID, CancellationError())
+        }
+    }
+
+    private func connection(for grant: Grant) async throws -> BlockingConnection {
+        switch grant {
+        case .connection(let connection):
+            connection.checkBeforeNextUse = true
+            return connection
+        case .openNew:
+            let connectionString = configuration.connectionString
+            do {
+                let connection = try await runBlocking { () throws(PostgresError) in
+                    try BlockingConnection(connectionString: connectionString)
+                }
+                logger.debug("opened a Postgres connection")
+                return connection
+            } catch {
+                logger.warning("could not open a Postgres connection", metadata: ["error": "\(error)"])
+                if let waiter = state.withLock({ $0.slotFreed() }) {
+                    waiter.timeout?.cancel()
+                    waiter.continuation.resume(returning: .openNew)
+                }
+                throw error
+            }
+        }
+    }
+
+    private func failWaiter(_ id: Int, _ error: any Error) {
+        guard let waiter = state.withLock({ $0.removeWaiter(id) }) else { return }
+        waiter.timeout?.cancel()
+        waiter.continuation.resume(throwing: error)
+    }
+
+    /// Returns a connection. One left inside a transaction (its task was cancelled mid-way) is rolled back first.
+    func release(_ connection: BlockingConnection) async {
+        if connection.isInTransaction {
+            _ = try? await runBlocking { () throws(PostgresError) in try connection.executeScript("ROLLBACK") }
+        }
+        let handOff = state.withLock { $0.returned(connection) }
+        if let (waiter, grant) = handOff {
+            waiter.timeout?.cancel()
+            waiter.continuation.resume(returning: grant)
+        } else if state.withLock({ $0.isClosed }) {
+            connection.close()
+        }
+    }
+
+    /// Runs blocking libpq work on the pool's threads. Not cancelled once submitted: a COMMIT or ROLLBACK always
+    /// runs, and a connection is never left half-way through a call.
+    func runBlocking<Value: Sendable>(_ body: @escaping @Sendable () throws(PostgresError) -> Value)
+        async throws(PostgresError) -> Value
+    {
+        let result: Result<Value, PostgresError> = await withCheckedContinuation { continuation in
+            threads.submit { state in
+                guard case .active = state else {
+                    continuation.resume(returning: .failure(PostgresError(kind: .poolClosed, message: "the pool was shut down")))
+                    return
+                }
+                continuation.resume(returning: Result { () throws(PostgresError) -> Value in try body() })
+            }
+        }
+        return try result.get()
+    }
+}
+
+/// A connection leased from a ``PostgresPool`` for the duration of a closure. Do not let it escape the closure.
+public struct PostgresConnection: PostgresQueryable {
+    let pool: PostgresPool
+    let connection: BlockingConnection
+
+    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+        try Task.checkCancellation()
+        let connection = self.connection
+        let ping = pool.configuration.pingIdleConnectionsAfter
+        return try await pool.runBlocking { () throws(PostgresError) in
+            try connection.prepareForUse(pingAfter: ping)
+            return try connection.execute(query)
+        }
+    }
+
+    /// Runs a script of statements without parameters (simple query protocol), such as a migration file.
+    ///
+    /// - Important: only for SQL that never contains request data.
+    public func executeScript(_ sql: String) async throws {
+        let connection = self.connection
+        let ping = pool.configuration.pingIdleConnectionsAfter
+        try await pool.runBlocking { () throws(PostgresError) in
+            try connection.prepareForUse(pingAfter: ping)
+            try connection.executeScript(sql)
+        }
+    }
+
+    /// Releases a session-level advisory lock, also when the calling task is cancelled: a lock left behind on a
+    /// pooled connection would outlive its holder and block everyone else.
+    public func releaseAdvisoryLock(_ key: Int64) async throws {
+        let connection = self.connection
+        let ping = pool.configuration.pingIdleConnectionsAfter
+        _ = try await pool.runBlocking { () throws(PostgresError) in
+            try connection.prepareForUse(pingAfter: ping)
+            return try connection.execute("SELECT pg_advisory_unlock(\(key))").count
+        }
+    }
+
+    /// The server version, for example `150018` for 15.18.
+    public var serverVersion: Int { connection.serverVersion }
+}
+
+/// Something statements can run on: the pool (one lease per statement), a leased connection or a transaction.
+/// Write data-access code against `some PostgresQueryable` so it runs inside or outside a transaction alike.
+public protocol PostgresQueryable {
+    func query(_ query: PostgresQuery) async throws -> PostgresRows
+}
+
+/// A lease belongs to one task: sharing it would run two statements on one libpq connection at once.
+@available(*, unavailable)
+extension PostgresConnection: Sendable {}
+
+extension PostgresQueryable {
+    /// Runs a statement and returns how many rows it touched.
+    @discardableResult
+    public func execute(_ query: PostgresQuery) async throws -> Int {
+        try await self.query(query).affectedRows
+    }
+
+    /// Runs a statement that returns at most one row.
+    public func queryRow(_ query: PostgresQuery) async throws -> PostgresRow? {
+        try await self.query(query).singleRow()
+    }
+}

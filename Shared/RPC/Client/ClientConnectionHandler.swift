@@ -1,0 +1,563 @@
+internal import HabitFlowCompression
+internal import HabitFlowHTTP2
+internal import HabitFlowRPC
+internal import HabitFlowTLS
+internal import Logging
+internal import NIOCore
+
+/// Carries calls over one connection: drives an nghttp2 client session with the bytes the channel reads, opens a
+/// stream per call attempt, and writes everything the session wants to send, batched per event-loop tick.
+///
+/// Lives on the channel's event loop; calls reach it through `NIOLoopBound` (see ``ClientStreamTransport``).
+final class ClientConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let configuration: RPCChannelConfiguration
+    private let authority: String
+    private let scheme: String
+    private let logger: Logger
+    private let readyPromise: EventLoopPromise<Void>
+    private let connectionState: ClientConnectionState
+    private let keepaliveInterval: KeepaliveInterval
+
+    private var session: HTTP2Session?
+    private var context: ChannelHandlerContext?
+    private var streams: [Int32: ClientStream] = [:]
+
+    /// Output waits for the TLS handshake (and the ALPN check) when TLS is on.
+    private var outputEnabled: Bool
+    private var inReadBurst = false
+    private var flushScheduled = false
+    /// The server's first SETTINGS arrived: the connection speaks HTTP/2 and takes calls.
+    private var ready = false
+    private var goingAway = false
+    private var closing = false
+
+    private var lastReadTime = NIODeadline.now()
+    private var pingTimer: Scheduled<Void>?
+    private var pingTimeoutTimer: Scheduled<Void>?
+    private static let keepalivePingPayload: UInt64 = 0x6866_636C_6B65_6570  // "hfclkeep"
+
+    init(
+        configuration: RPCChannelConfiguration, target: RPCChannelConfiguration.Target, logger: Logger,
+        readyPromise: EventLoopPromise<Void>, connectionState: ClientConnectionState,
+        keepaliveInterval: KeepaliveInterval
+    ) {
+        self.configuration = configuration
+        self.authority = configuration.authority ?? target.description
+        self.scheme = configuration.tls == nil ? "http" : "https"
+        self.logger = logger
+        self.readyPromise = readyPromise
+        self.connectionState = connectionState
+        self.keepaliveInterval = keepaliveInterval
+        self.outputEnabled = configuration.tls == nil
+    }
+
+    private var loopBound: NIOLoopBound<ClientConnectionHandler> {
+        NIOLoopBound(self, eventLoop: context!.eventLoop)
+    }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { start(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context: context)
+        context.fireChannelActive()
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard session == nil else { return }
+        do {
+            session = try HTTP2Session(role: .client, configuration: configuration.http2)
+        } catch {
+            readyPromise.fail(RPCError(.internal, "could not create an HTTP/2 session: \(error)"))
+            context.close(promise: nil)
+            return
+        }
+        armKeepalivePing()
+        flushOutput()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let session else { return }
+        inReadBurst = true
+        lastReadTime = .now()
+        do {
+            handle(try session.receive(unwrapInboundIn(data)))
+        } catch {
+            handle(error.events)
+            logger.info("HTTP/2 protocol error from the server; closing", metadata: ["error": "\(error)"])
+            closing = true
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        inReadBurst = false
+        flushOutput()
+        context.fireChannelReadComplete()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { flushOutput() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let handshake = event as? TLSHandshakeCompleted {
+            guard handshake.negotiatedProtocol == "h2" else {
+                readyPromise.fail(RPCError(.unavailable, "the server did not negotiate ALPN h2"))
+                context.close(promise: nil)
+                return
+            }
+            outputEnabled = true
+            flushOutput()
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("connection error; closing", metadata: ["error": "\(error)"])
+        readyPromise.fail(RPCError(.unavailable, "connection failed: \(error)"))
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closing = true
+        connectionState.markClosed()
+        readyPromise.fail(RPCError(.unavailable, "the connection closed before HTTP/2 was set up"))
+        for (_, stream) in streams where !stream.ended {
+            stream.ended = true
+            stream.deadlineTimer?.cancel()
+            stream.transport.fail(RPCError(.unavailable, "the connection to the server was lost"))
+            stream.sendWaiter?.resume(throwing: RPCError(.unavailable, "the connection to the server was lost"))
+            stream.sendWaiter = nil
+        }
+        streams.removeAll()
+        pingTimer?.cancel()
+        pingTimeoutTimer?.cancel()
+        session?.close()
+        session = nil
+        context.fireChannelInactive()
+    }
+
+    // MARK: HTTP/2 events
+
+    private func handle(_ events: [HTTP2Event]) {
+        for event in events {
+            switch event {
+            case .headers(let streamID, let fields, let endStream):
+                if let stream = streams[streamID] { receiveHeaders(fields, endStream: endStream, stream: stream) }
+            case .data(let streamID, let bytes):
+                receiveData(bytes, streamID: streamID)
+            case .endOfStream(let streamID):
+                // END_STREAM on DATA: the server ended without trailers.
+                if let stream = streams[streamID], !stream.ended {
+                    end(stream, .failed(RPCError(.internal, "the response ended without trailers"), processed: true))
+                }
+            case .streamReset(let streamID, let errorCode):
+                if let stream = streams[streamID], !stream.ended {
+                    stream.ended = true
+                    stream.deadlineTimer?.cancel()
+                    let (error, processed) = Self.error(forReset: errorCode, deadline: stream.transport.request.deadline)
+                    stream.transport.fail(error, processed: processed)
+                    stream.failSendWaiter(error)
+                }
+            case .streamClosed(let streamID, let errorCode):
+                guard let stream = streams.removeValue(forKey: streamID) else { break }
+                if !stream.ended {
+                    // Closed without a status: refused by GOAWAY (never processed) or reset.
+                    stream.ended = true
+                    let (error, processed) = Self.error(forReset: errorCode, deadline: stream.transport.request.deadline)
+                    stream.transport.fail(error, processed: processed)
+                }
+                stream.deadlineTimer?.cancel()
+                stream.failSendWaiter(RPCError(.cancelled, "the call has ended"))
+                streamsChanged()
+            case .settings(acknowledgement: false):
+                if !ready {
+                    ready = true
+                    readyPromise.succeed(())
+                }
+            case .ping(acknowledgement: true):
+                pingTimeoutTimer?.cancel()
+                pingTimeoutTimer = nil
+            case .goaway(let lastStreamID, let errorCode):
+                receiveGoaway(lastStreamID: lastStreamID, errorCode: errorCode)
+            case .settings, .ping, .streamFrameSent, .goawaySent:
+                break
+            }
+        }
+    }
+
+    /// RST_STREAM codes as gRPC statuses (GRPC-NOTES: CANCEL, REFUSED_STREAM, ENHANCE_YOUR_CALM, others).
+    private static func error(
+        forReset code: HTTP2ErrorCode, deadline: ContinuousClock.Instant?
+    ) -> (RPCError, processed: Bool) {
+        switch code {
+        case .refusedStream:
+            return (RPCError(.unavailable, "the server refused the stream"), false)
+        case .cancel:
+            if let deadline, deadline <= .now { return (RPCError(.deadlineExceeded, "deadline exceeded"), true) }
+            return (RPCError(.cancelled, "the server cancelled the stream"), true)
+        case .enhanceYourCalm:
+            return (RPCError(.resourceExhausted, "the server reset the stream: ENHANCE_YOUR_CALM"), true)
+        default:
+            return (RPCError(.internal, "the server reset the stream: \(code)"), true)
+        }
+    }
+
+    private func receiveHeaders(_ fields: [HTTP2HeaderField], endStream: Bool, stream: ClientStream) {
+        guard !stream.ended else { return }
+        let head = ClientResponseHead(fields)
+        if stream.headersReceived || endStream {
+            // Trailers, or a Trailers-Only response.
+            if stream.headersReceived, !stream.deframer.isAtMessageBoundary {
+                return end(stream, .failed(RPCError(.internal, "the response ended inside a message"), processed: true))
+            }
+            if !stream.headersReceived, head.grpcStatus == nil, let error = head.invalidResponseError {
+                return end(stream, .failed(error, processed: true))
+            }
+            stream.headersReceived = true
+            if let error = head.status() {
+                end(stream, .failed(error, processed: true))
+            } else {
+                end(stream, .ok(trailers: head.metadata))
+            }
+            return
+        }
+        stream.headersReceived = true
+        if let error = head.invalidResponseError {
+            return failStream(stream, error)
+        }
+        if let encoding = head.encoding, encoding != "identity" {
+            guard encoding == MessageCompression.gzip.rawValue else {
+                return failStream(stream, RPCError(.internal, "the server used the unsupported grpc-encoding \"\(encoding)\""))
+            }
+            stream.responsesGzipped = true
+        }
+        stream.transport.deliver(.headers(head.metadata))
+    }
+
+    private func receiveData(_ bytes: ByteBuffer, streamID: Int32) {
+        guard let session else { return }
+        guard let stream = streams[streamID], !stream.ended else {
+            session.consume(bytes.readableBytes, streamID: streamID)
+            return
+        }
+        stream.deframer.append(bytes)
+        var queued = 0
+        do {
+            while let framed = try stream.deframer.next() {
+                var payload = framed.payload
+                if framed.compressed {
+                    guard stream.responsesGzipped else {
+                        throw RPCError(.internal, "received a compressed message without a grpc-encoding")
+                    }
+                    do {
+                        payload = try Gzip.decompress(framed.payload, limit: stream.transport.request.maxReceiveMessageSize)
+                    } catch .tooLarge(let limit) {
+                        throw RPCError(
+                            .resourceExhausted, "decompressed response message larger than the limit of \(limit) bytes")
+                    } catch .corrupt(let reason) {
+                        throw RPCError(.internal, "could not decompress the response message: \(reason)")
+                    }
+                }
+                queued = stream.transport.deliver(.message(payload))
+            }
+        } catch let failure as MessageDeframer.Failure {
+            session.consume(bytes.readableBytes, streamID: streamID)
+            switch failure {
+            case .messageTooLarge(let length, let limit):
+                return failStream(
+                    stream, RPCError(.resourceExhausted, "response message larger than max (\(length) vs. \(limit) bytes)"))
+            case .invalidFlag(let flag):
+                return failStream(stream, RPCError(.internal, "invalid compressed-flag byte \(flag) in message prefix"))
+            }
+        } catch {
+            session.consume(bytes.readableBytes, streamID: streamID)
+            return failStream(stream, error as? RPCError ?? RPCError(.internal, "could not read the response"))
+        }
+        // Back-pressure: stop reopening the window while the caller has a backlog of whole messages.
+        if queued >= configuration.responseQueueHighWatermark {
+            stream.withheldBytes += bytes.readableBytes
+            stream.transport.withholdCredit()
+        } else {
+            session.consume(bytes.readableBytes, streamID: streamID)
+        }
+    }
+
+    /// The call ended with a status from the server (or a malformed response).
+    private func end(_ stream: ClientStream, _ outcome: AttemptEnd) {
+        stream.ended = true
+        stream.deadlineTimer?.cancel()
+        stream.transport.deliver(.end(outcome))
+        stream.failSendWaiter(RPCError(.cancelled, "the call has ended"))
+        // Still sending: tell the server to stop reading (the stream would otherwise stay half-open).
+        if !stream.requestsFinished, let streamID = stream.transport.streamID {
+            session?.resetStream(streamID, errorCode: .cancel)
+            scheduleFlush()
+        }
+    }
+
+    /// Ends a call from our side: RST_STREAM(CANCEL) and `error` to the caller.
+    private func failStream(_ stream: ClientStream, _ error: RPCError) {
+        guard !stream.ended else { return }
+        stream.ended = true
+        stream.deadlineTimer?.cancel()
+        stream.transport.fail(error)
+        stream.failSendWaiter(error)
+        if let streamID = stream.transport.streamID { session?.resetStream(streamID, errorCode: .cancel) }
+        scheduleFlush()
+    }
+
+    private func receiveGoaway(lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
+        logger.debug("server sent GOAWAY", metadata: ["lastStreamID": "\(lastStreamID)", "code": "\(errorCode)"])
+        goingAway = true
+        connectionState.markGoingAway()
+        if errorCode == .enhanceYourCalm, configuration.keepalive != nil {
+            let interval = keepaliveInterval.double()
+            logger.notice("server says we ping too often (too_many_pings); keepalive interval now \(interval)")
+        }
+        streamsChanged()
+    }
+
+    // MARK: Calls (from ClientStreamTransport, on the event loop)
+
+    /// Opens the stream of one call attempt; failures reach the caller through the transport.
+    func open(_ transport: ClientStreamTransport) {
+        guard let session, let context, ready, !goingAway, !closing else {
+            return transport.fail(RPCError(.unavailable, "the connection is closing"), processed: false)
+        }
+        let request = transport.request
+        var fields = [
+            HTTP2HeaderField(name: ":method", value: "POST"),
+            HTTP2HeaderField(name: ":scheme", value: scheme),
+            HTTP2HeaderField(name: ":path", value: request.method.path),
+            HTTP2HeaderField(name: ":authority", value: authority),
+            HTTP2HeaderField(name: "content-type", value: "application/grpc"),
+            HTTP2HeaderField(name: "te", value: "trailers"),
+            HTTP2HeaderField(name: "user-agent", value: configuration.userAgent),
+            HTTP2HeaderField(name: "grpc-accept-encoding", value: "identity,gzip"),
+        ]
+        var remaining: Duration?
+        if let deadline = request.deadline {
+            let left = deadline - .now
+            guard left > .zero else {
+                return transport.fail(RPCError(.deadlineExceeded, "deadline exceeded before the call started"))
+            }
+            remaining = left
+            fields.append(.init(name: "grpc-timeout", value: GRPCTimeout.format(left)))
+        }
+        if let compression = request.compression {
+            fields.append(.init(name: "grpc-encoding", value: compression.rawValue))
+        }
+        for (name, value) in request.metadata.headerFields where !Self.isReserved(name) {
+            fields.append(.init(name: name, value: value))
+        }
+
+        let streamID: Int32
+        do {
+            streamID = try session.submitRequest(fields, endStream: false)
+        } catch {
+            return transport.fail(RPCError(.unavailable, "could not open a stream: \(error)"), processed: false)
+        }
+        transport.streamID = streamID
+        let stream = ClientStream(transport: transport, maxReceiveMessageSize: request.maxReceiveMessageSize)
+        streams[streamID] = stream
+        streamsChanged()
+        if let single = request.singleRequest {
+            write(single, on: stream, streamID: streamID, session: session)
+            stream.requestsFinished = true
+            session.finishStream(streamID, trailers: nil)
+        }
+        if let remaining {
+            let bound = loopBound
+            stream.deadlineTimer = context.eventLoop.scheduleTask(in: TimeAmount(remaining)) {
+                bound.value.cancelStream(transport, error: RPCError(.deadlineExceeded, "deadline exceeded"))
+            }
+        }
+        scheduleFlush()
+    }
+
+    /// Pseudo-headers and the fields the runtime sets itself are not taken from call metadata.
+    private static func isReserved(_ name: String) -> Bool {
+        name.hasPrefix(":") || name.hasPrefix("grpc-") || name == "te" || name == "content-type"
+            || name == "user-agent" || name == "connection"
+    }
+
+    private func write(_ message: ByteBuffer, on stream: ClientStream, streamID: Int32, session: HTTP2Session) {
+        let compress = stream.transport.request.compression == .gzip
+        let body = compress ? Gzip.compress(message) : message
+        session.writeData(framedMessage(body, compressed: compress, allocator: context!.channel.allocator), streamID: streamID)
+    }
+
+    func sendMessage(
+        _ message: ByteBuffer, on transport: ClientStreamTransport,
+        whenQueued continuation: CheckedContinuation<Void, any Error>
+    ) {
+        guard let session, let streamID = transport.streamID, let stream = streams[streamID], !stream.ended,
+            !stream.requestsFinished
+        else {
+            return continuation.resume(throwing: RPCError(.cancelled, "the call has ended"))
+        }
+        write(message, on: stream, streamID: streamID, session: session)
+        scheduleFlush()
+        if session.queuedOutboundBytes(streamID: streamID) > configuration.requestQueueHighWatermark {
+            stream.sendWaiter = continuation
+        } else {
+            continuation.resume()
+        }
+    }
+
+    func finishRequests(on transport: ClientStreamTransport) {
+        guard let session, let streamID = transport.streamID, let stream = streams[streamID], !stream.ended,
+            !stream.requestsFinished
+        else { return }
+        stream.requestsFinished = true
+        session.finishStream(streamID, trailers: nil)
+        scheduleFlush()
+    }
+
+    func cancelStream(_ transport: ClientStreamTransport, error: RPCError) {
+        guard let streamID = transport.streamID, let stream = streams[streamID] else {
+            return transport.fail(error)
+        }
+        failStream(stream, error)
+    }
+
+    /// The caller read enough messages: return the flow-control credit held back.
+    func releaseResponseCredit(on transport: ClientStreamTransport) {
+        guard let streamID = transport.streamID, let stream = streams[streamID], stream.withheldBytes > 0 else { return }
+        session?.consume(stream.withheldBytes, streamID: streamID)
+        stream.withheldBytes = 0
+        scheduleFlush()
+    }
+
+    // MARK: Output
+
+    private func scheduleFlush() {
+        guard !inReadBurst, !flushScheduled, let context else { return }
+        flushScheduled = true
+        let bound = loopBound
+        context.eventLoop.execute {
+            let handler = bound.value
+            handler.flushScheduled = false
+            handler.flushOutput()
+        }
+    }
+
+    /// Writes everything the session has to send in one buffer and one flush.
+    private func flushOutput() {
+        guard let context else { return }
+        if outputEnabled, let session, context.channel.isWritable {
+            var buffer = context.channel.allocator.buffer(capacity: 0)
+            for _ in 0..<8 {
+                do {
+                    let events = try session.drainOutput(into: &buffer)
+                    guard !events.isEmpty else { break }
+                    handle(events)
+                } catch {
+                    logger.info("HTTP/2 session failed while sending; closing", metadata: ["error": "\(error)"])
+                    closing = true
+                    break
+                }
+                if !session.wantsWrite { break }
+            }
+            if buffer.readableBytes > 0 {
+                context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+            }
+            resumeSenders()
+            if !session.wantsReadOrWrite { closing = true }
+        }
+        if closing { context.close(promise: nil) }
+    }
+
+    private func resumeSenders() {
+        guard let session else { return }
+        let lowWatermark = configuration.requestQueueHighWatermark / 2
+        for (streamID, stream) in streams {
+            guard let waiter = stream.sendWaiter, session.queuedOutboundBytes(streamID: streamID) <= lowWatermark
+            else { continue }
+            stream.sendWaiter = nil
+            waiter.resume()
+        }
+    }
+
+    // MARK: Connection management
+
+    private func streamsChanged() {
+        connectionState.setActiveStreams(streams.count)
+        if goingAway && streams.isEmpty {
+            // Every call the server accepted has finished: the connection has nothing left to do.
+            closing = true
+            scheduleFlush()
+        }
+    }
+
+    private func armKeepalivePing() {
+        guard let keepalive = configuration.keepalive, let context else { return }
+        let interval = keepaliveInterval.current
+        let bound = loopBound
+        pingTimer = context.eventLoop.scheduleTask(in: TimeAmount(interval)) {
+            let handler = bound.value
+            if !handler.streams.isEmpty || keepalive.permitWithoutCalls,
+                NIODeadline.now() - handler.lastReadTime >= TimeAmount(interval)
+            {
+                handler.sendKeepalivePing(timeout: keepalive.timeout)
+            }
+            handler.armKeepalivePing()
+        }
+    }
+
+    private func sendKeepalivePing(timeout: Duration) {
+        guard let context, pingTimeoutTimer == nil else { return }
+        session?.ping(Self.keepalivePingPayload)
+        let bound = loopBound
+        pingTimeoutTimer = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+            let handler = bound.value
+            handler.logger.info("keepalive ping not answered; closing")
+            handler.context?.close(promise: nil)
+        }
+        scheduleFlush()
+    }
+}
+
+/// One call attempt on the connection, owned by the handler (event loop only).
+final class ClientStream {
+    let transport: ClientStreamTransport
+    var deframer: MessageDeframer
+    var responsesGzipped = false
+    var headersReceived = false
+    /// The status is known (or the attempt failed): nothing more goes to the caller.
+    var ended = false
+    var requestsFinished = false
+    /// Received bytes whose flow-control credit is held back (back-pressure).
+    var withheldBytes = 0
+    var sendWaiter: CheckedContinuation<Void, any Error>?
+    var deadlineTimer: Scheduled<Void>?
+
+    init(transport: ClientStreamTransport, maxReceiveMessageSize: Int) {
+        self.transport = transport
+        self.deframer = MessageDeframer(maxMessageSize: maxReceiveMessageSize)
+    }
+
+    func failSendWaiter(_ error: RPCError) {
+        if let waiter = sendWaiter {
+            sendWaiter = nil
+            waiter.resume(throwing: error)
+        }
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

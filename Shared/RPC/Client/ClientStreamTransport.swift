@@ -1,0 +1,167 @@
+internal import HabitFlowRPC
+internal import NIOCore
+internal import Synchronization
+
+/// How one attempt of a call ended.
+enum AttemptEnd: Sendable {
+    case ok(trailers: Metadata)
+    /// `processed` is false when the server never saw the stream (refused, or above a GOAWAY's last stream id):
+    /// sending it again is safe for any call.
+    case failed(RPCError, processed: Bool)
+}
+
+/// What an attempt receives, in order: headers, messages, then its end.
+enum ResponsePart: Sendable {
+    case headers(Metadata)
+    case message(ByteBuffer)
+    case end(AttemptEnd)
+}
+
+/// The caller's side of one HTTP/2 stream (one attempt of a call): response parts queued by the connection,
+/// requests handed to it.
+///
+/// The connection pushes parts on its event loop; the calling task pulls them wherever it runs. Everything sent hops
+/// to the event loop in order, so operations queued right after ``ClientConnection/open(_:)`` see the stream id.
+final class ClientStreamTransport: Sendable {
+    let connection: NIOLoopBound<ClientConnectionHandler>
+    let request: ClientRequest
+    private let lowWatermark: Int
+    private let state = Mutex(State())
+
+    private struct State {
+        var parts = CircularBuffer<ResponsePart>(initialCapacity: 2)
+        var ended = false
+        var waiter: CheckedContinuation<ResponsePart, Never>?
+        var streamID: Int32?
+        /// The connection holds back flow-control credit until the queue drains below the low watermark.
+        var creditWithheld = false
+    }
+
+    init(connection: NIOLoopBound<ClientConnectionHandler>, request: ClientRequest, responseQueueHighWatermark: Int) {
+        self.connection = connection
+        self.request = request
+        self.lowWatermark = max(responseQueueHighWatermark / 2, 1)
+    }
+
+    // MARK: Called by the connection, on its event loop
+
+    var streamID: Int32? {
+        get { state.withLock { $0.streamID } }
+        set { state.withLock { $0.streamID = newValue } }
+    }
+
+    /// Queues a part; returns how many messages are now waiting (for flow-control decisions).
+    @discardableResult
+    func deliver(_ part: ResponsePart) -> Int {
+        let (waiter, queued) = state.withLock { state -> (CheckedContinuation<ResponsePart, Never>?, Int) in
+            guard !state.ended else { return (nil, 0) }
+            if case .end = part { state.ended = true }
+            if let waiter = state.waiter {
+                state.waiter = nil
+                // The end stays queued: every later read returns it too.
+                if case .end = part { state.parts.append(part) }
+                return (waiter, 0)
+            }
+            state.parts.append(part)
+            return (nil, state.parts.count)
+        }
+        waiter?.resume(returning: part)
+        return queued
+    }
+
+    /// Ends the attempt with an error, dropping messages not yet read (cancellation, deadline, lost connection).
+    func fail(_ error: RPCError, processed: Bool = true) {
+        let waiter = state.withLock { state -> CheckedContinuation<ResponsePart, Never>? in
+            guard !state.ended else { return nil }
+            state.ended = true
+            state.parts.removeAll()
+            state.parts.append(.end(.failed(error, processed: processed)))
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: .end(.failed(error, processed: processed)))
+    }
+
+    func withholdCredit() {
+        state.withLock { $0.creditWithheld = true }
+    }
+
+    // MARK: Called by the call, from any task
+
+    /// The next part; after `.end` it keeps returning that end.
+    func nextPart() async -> ResponsePart {
+        enum Immediate {
+            case part(ResponsePart, releaseCredit: Bool)
+            case wait
+        }
+        let immediate = state.withLock { state -> Immediate in
+            guard let part = state.parts.first else { return .wait }
+            if case .end = part { return .part(part, releaseCredit: false) }
+            state.parts.removeFirst()
+            let release = state.creditWithheld && state.parts.count < lowWatermark
+            if release { state.creditWithheld = false }
+            return .part(part, releaseCredit: release)
+        }
+        if case .part(let part, let releaseCredit) = immediate {
+            if releaseCredit { releaseFlowControlCredit() }
+            return part
+        }
+        return await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> ResponsePart? in
+                if let part = state.parts.first {
+                    if case .end = part { return part }
+                    state.parts.removeFirst()
+                    return part
+                }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Sends one request message; suspends while the stream's send queue is above the high watermark.
+    func send(_ message: ByteBuffer) async throws {
+        let connection = self.connection
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            connection.eventLoop.executeOrRunNow {
+                connection.value.sendMessage(message, on: self, whenQueued: continuation)
+            }
+        }
+    }
+
+    func finishRequests() {
+        let connection = self.connection
+        connection.eventLoop.executeOrRunNow { connection.value.finishRequests(on: self) }
+    }
+
+    /// RST_STREAM(CANCEL) and a `CANCELLED` end, unless the attempt already ended.
+    func cancel(_ error: RPCError = RPCError(.cancelled, "the call was cancelled")) {
+        guard !state.withLock({ $0.ended }) else { return }
+        let connection = self.connection
+        connection.eventLoop.executeOrRunNow { connection.value.cancelStream(self, error: error) }
+    }
+
+    private func releaseFlowControlCredit() {
+        let connection = self.connection
+        connection.eventLoop.executeOrRunNow { connection.value.releaseResponseCredit(on: self) }
+    }
+}
+
+/// Everything needed to open the stream of one attempt.
+struct ClientRequest: Sendable {
+    var method: MethodDescriptor
+    var metadata: Metadata
+    var deadline: ContinuousClock.Instant?
+    var compression: MessageCompression?
+    var maxReceiveMessageSize: Int
+    /// The request message of a single-request call, sent with the headers and followed by the half-close.
+    var singleRequest: ByteBuffer?
+}
+
+extension EventLoop {
+    /// Runs `work` at once when already on this loop, else enqueues it.
+    func executeOrRunNow(_ work: @escaping @Sendable () -> Void) {
+        if inEventLoop { work() } else { execute(work) }
+    }
+}

@@ -1,0 +1,174 @@
+public import HabitFlowRPC
+internal import HabitFlowTLS
+public import Logging
+public import NIOCore
+public import NIOPosix
+internal import Synchronization
+
+/// A gRPC client channel: calls multiplexed over HTTP/2 connections (nghttp2) to one or more targets, picked
+/// round-robin, with reconnection, deadlines, retries of idempotent calls and client interceptors.
+///
+/// Generated clients take it as their transport:
+///
+/// ```swift
+/// let channel = try RPCChannel(configuration: .init(host: "127.0.0.1", port: 7072), logger: logger)
+/// let habits = Habitflow_Habits_V1_HabitsService.Client(transport: channel)
+/// let habit = try await habits.getHabit(request, options: CallOptions(timeout: .seconds(2)))
+/// ...
+/// await channel.close()
+/// ```
+public final class RPCChannel: RPCClientTransport {
+    public let configuration: RPCChannelConfiguration
+    let interceptors: [any ClientInterceptor]
+    let throttle: RetryThrottle
+    let logger: Logger
+    private let subchannels: [Subchannel]
+    private let group: any EventLoopGroup
+    private let nextPick = Atomic<Int>(0)
+
+    /// - Parameters:
+    ///   - interceptors: run in order before every call and again when it ended.
+    ///   - logger: connection events at debug and info level; calls are not logged unless an interceptor does.
+    public init(
+        configuration: RPCChannelConfiguration,
+        interceptors: [any ClientInterceptor] = [],
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger
+    ) throws {
+        precondition(configuration.connectionsPerTarget >= 1, "connectionsPerTarget must be at least 1")
+        let tlsContext = try configuration.tls.map { try TLSContext(configuration: $0) }
+        let keepaliveInterval = KeepaliveInterval(configuration.keepalive?.interval ?? .seconds(5 * 60))
+        var subchannels: [Subchannel] = []
+        for _ in 0..<configuration.connectionsPerTarget {
+            for target in configuration.targets {
+                subchannels.append(
+                    Subchannel(
+                        target: target, configuration: configuration, tlsContext: tlsContext,
+                        keepaliveInterval: keepaliveInterval, eventLoop: group.next(), logger: logger))
+            }
+        }
+        self.configuration = configuration
+        self.interceptors = interceptors
+        self.throttle = RetryThrottle(
+            maxTokens: configuration.retry.maxTokens, tokenRatio: configuration.retry.tokenRatio)
+        self.logger = logger
+        self.subchannels = subchannels
+        self.group = group
+    }
+
+    public func startCall(
+        _ method: MethodDescriptor, options: CallOptions, singleRequest: ByteBuffer?
+    ) async throws -> any ClientCallStream {
+        var details = ClientCallDetails(method: method, options: options)
+        for interceptor in interceptors {
+            try await interceptor.willStart(&details)
+        }
+        let call = ClientCall(channel: self, details: details, singleRequest: singleRequest)
+        try await call.start()
+        return call
+    }
+
+    /// Connects to every target now rather than on the first call; succeeds when at least one connection is ready.
+    public func connect() async throws {
+        _ = try await pickConnection(deadline: .now + configuration.connectTimeout)
+        for subchannel in subchannels { _ = subchannel.readyConnection() }
+    }
+
+    /// Closes every connection; calls in flight fail `UNAVAILABLE`, later calls too.
+    public func close() async {
+        let channels = subchannels.compactMap { $0.shutdown() }
+        for channel in channels {
+            try? await channel.closeFuture.get()
+        }
+    }
+
+    // MARK: Picking a connection
+
+    /// A ready connection, round-robin over the ready ones; when none is ready, the first to finish connecting.
+    func pickConnection(deadline: ContinuousClock.Instant?) async throws -> ClientConnection {
+        // Round-robin over the ready connections only: skipping to the next one after an unready one would give
+        // that next one twice its share. (Idle subchannels start connecting as a side effect.)
+        var ready: [ClientConnection] = []
+        ready.reserveCapacity(subchannels.count)
+        for subchannel in subchannels {
+            if let connection = subchannel.readyConnection() { ready.append(connection) }
+        }
+        if !ready.isEmpty {
+            return ready[nextPick.wrappingAdd(1, ordering: .relaxed).oldValue % ready.count]
+        }
+        let attempts = subchannels.map { $0.connect() }
+        let race = ConnectionRace(count: attempts.count)
+        let eventLoop = group.next()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                race.begin(continuation)
+                let timer = deadline.map { deadline in
+                    eventLoop.scheduleTask(in: TimeAmount(max(deadline - .now, .zero))) {
+                        race.finish(.failure(RPCError(.deadlineExceeded, "deadline exceeded while connecting")))
+                    }
+                }
+                for attempt in attempts {
+                    attempt.whenComplete { result in
+                        if race.complete(result) { timer?.cancel() }
+                    }
+                }
+            }
+        } onCancel: {
+            race.finish(.failure(RPCError(.cancelled, "the call was cancelled")))
+        }
+    }
+}
+
+/// Waits for the first of several connection attempts to succeed, or for all of them to fail.
+private final class ConnectionRace: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<ClientConnection, any Error>?
+        var remaining: Int
+        var lastError: (any Error)?
+        var finished = false
+    }
+
+    private let state: Mutex<State>
+
+    init(count: Int) {
+        state = Mutex(State(remaining: count))
+    }
+
+    func begin(_ continuation: CheckedContinuation<ClientConnection, any Error>) {
+        let early = state.withLock { state -> Result<ClientConnection, any Error>? in
+            if state.finished { return .failure(state.lastError ?? RPCError(.cancelled, "the call was cancelled")) }
+            state.continuation = continuation
+            return nil
+        }
+        if let early { continuation.resume(with: early) }
+    }
+
+    /// One attempt ended; returns true when the race is decided.
+    func complete(_ result: Result<ClientConnection, any Error>) -> Bool {
+        let decided = state.withLock { state -> Bool in
+            state.remaining -= 1
+            if case .failure(let error) = result { state.lastError = error }
+            if case .success = result { return true }
+            return state.remaining <= 0
+        }
+        if decided {
+            switch result {
+            case .success: finish(result)
+            case .failure:
+                finish(.failure(state.withLock { $0.lastError } ?? RPCError(.unavailable, "no connection")))
+            }
+        }
+        return decided
+    }
+
+    func finish(_ result: Result<ClientConnection, any Error>) {
+        let continuation = state.withLock { state -> CheckedContinuation<ClientConnection, any Error>? in
+            guard !state.finished else { return nil }
+            state.finished = true
+            if case .failure(let error) = result { state.lastError = error }
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume(with: result)
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import HabitFlowPostgres
+import Testing
+
+extension PostgresIntegrationTests {
+    @Suite("queries against the test Postgres")
+    struct ConnectionTests {
+        @Test("connects and runs a parameterized query")
+        func parameterizedQuery() async throws {
+            try await withPool(try TestEnvironment.superuserURL()) { pool in
+                let version = try await pool.withConnection { $0.serverVersion }
+                #expect(version >= 150_000)
+                let row = try #require(
+                    try await pool.queryRow("SELECT \(40) + \(2) AS sum, \(nil as String?)::text IS NULL AS missing"))
+                #expect(row.columns.map(\.name) == ["sum", "missing"])
+                #expect(try row.decode("sum", as: Int.self) == 42)
+                #expect(try row.decode(1, as: Bool.self))
+            }
+        }
+
+        @Test("interpolated values become $n parameters, never SQL text")
+        func interpolationBinds() {
+            let name = "x'); DROP TABLE t; --"
+            let query: PostgresQuery = "SELECT * FROM t WHERE name = \(name) AND id = \(7)"
+            #expect(query.sql == "SELECT * FROM t WHERE name = $1 AND id = $2")
+            #expect(query.binds.count == 2)
+        }
+
+        @Test("parameters stay values: SQL in a parameter is never executed")
+        func parametersAreNotSQL() async throws {
+            try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { pool in
+                try await pool.withConnection { connection in
+                    try await connection.execute("CREATE TEMP TABLE foundation_names (name text PRIMARY KEY)")
+                    let hostile = "x'); DROP TABLE foundation_names; --"
+                    try await connection.execute("INSERT INTO foundation_names (name) VALUES (\(hostile))")
+                    let rows = try await connection.query("SELECT name FROM foundation_names")
+                    #expect(try rows.map { try $0.decode(0, as: String.self) } == [hostile])
+                }
+            }
+        }
+
+        @Test("errors carry their SQLSTATE as a typed kind")
+        func typedErrors() async throws {
+            try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { pool in
+                try await pool.withConnection { connection in
+                    try await connection.execute("CREATE TEMP TABLE unique_names (name text PRIMARY KEY, n int CHECK (n > 0))")
+                    try await connection.execute("INSERT INTO unique_names VALUES (\("a"), \(Int32(1)))")
+                    await #expect {
+                        try await connection.execute("INSERT INTO unique_names VALUES (\("a"), \(Int32(1)))")
+                    } throws: { error in
+                        let error = error as? PostgresError
+                        return error?.kind == .uniqueViolation && error?.sqlState == "23505"
+                            && error?.constraint == "unique_names_pkey"
+                    }
+                    await #expect {
+                        try await connection.execute("INSERT INTO unique_names VALUES (\("b"), \(Int32(-1)))")
+                    } throws: { ($0 as? PostgresError)?.kind == .checkViolation }
+                    await #expect {
+                        try await connection.execute("SELEC 1")
+                    } throws: { ($0 as? PostgresError)?.kind == .syntaxError }
+                    // The session is still usable after errors.
+                    #expect(try await connection.queryRow("SELECT 1::int8")?.decode(0, as: Int.self) == 1)
+                }
+            }
+        }
+
+        @Test("text with a NUL character is refused before it is sent")
+        func nulInText() async throws {
+            try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { pool in
+                await #expect {
+                    try await pool.query("SELECT \("a\u{0}b")::text")
+                } throws: { ($0 as? PostgresError)?.kind == .invalidParameter }
+            }
+        }
+
+        @Test("a wrong password is a connection error, not a crash")
+        func badCredentials() async throws {
+            var components = try #require(URLComponents(string: try TestEnvironment.superuserURL()))
+            components.password = "wrong-password"
+            try await withPool(components.string!, maximumConnections: 1) { pool in
+                await #expect {
+                    try await pool.query("SELECT 1")
+                } throws: { ($0 as? PostgresError)?.kind == .connectionFailed }
+            }
+        }
+    }
+
+    @Suite("per-service roles and schemas")
+    struct ServiceRoleTests {
+        @Test("a service role works in its own schema by default")
+        func ownSchema() async throws {
+            try await withPool(try TestEnvironment.serviceURL("auth"), maximumConnections: 1) { pool in
+                try await pool.execute("DROP TABLE IF EXISTS role_probe")
+                try await pool.execute("CREATE TABLE role_probe (id int PRIMARY KEY)")
+                let schema = try await pool.queryRow(
+                    "SELECT table_schema FROM information_schema.tables WHERE table_name = \("role_probe")")
+                #expect(try schema?.decode(0, as: String.self) == "auth")
+                try await pool.execute("DROP TABLE role_probe")
+            }
+        }
+
+        @Test("the habits role cannot read or write the auth schema, nor create in public")
+        func isolation() async throws {
+            try await withPool(try TestEnvironment.serviceURL("auth"), maximumConnections: 1) { auth in
+                try await auth.execute("CREATE TABLE IF NOT EXISTS role_probe_secrets (token text)")
+                try await auth.execute("INSERT INTO role_probe_secrets VALUES (\("s3cret"))")
+                try await withPool(try TestEnvironment.serviceURL("habits"), maximumConnections: 1) { habits in
+                    await #expect {
+                        try await habits.query("SELECT token FROM auth.role_probe_secrets")
+                    } throws: { ($0 as? PostgresError)?.kind == .insufficientPrivilege }
+                    await #expect {
+                        try await habits.execute("INSERT INTO auth.role_probe_secrets VALUES (\("x"))")
+                    } throws: { ($0 as? PostgresError)?.kind == .insufficientPrivilege }
+                    await #expect {
+                        try await habits.execute("CREATE TABLE public.intruder (id int)")
+                    } throws: { ($0 as? PostgresError)?.kind == .insufficientPrivilege }
+                }
+                try await auth.execute("DROP TABLE role_probe_secrets")
+            }
+        }
+    }
+}

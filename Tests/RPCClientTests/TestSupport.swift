@@ -1,0 +1,143 @@
+import Foundation
+import GRPCInteropTesting
+import HabitFlowGRPCProtos
+import HabitFlowRPC
+import HabitFlowRPCClient
+import HabitFlowRPCServer
+import HabitFlowTLS
+import Logging
+import SwiftProtobuf
+import Synchronization
+
+let quietLogger = Logger(label: "rpc-client-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+/// What the probe handlers saw, for assertions about the server side.
+final class ServerProbe: Sendable {
+    private let entries = Mutex<[String]>([])
+    private let counters = Mutex<[String: Int]>([:])
+    private let durations = Mutex<[Duration]>([])
+
+    func record(_ entry: String) { entries.withLock { $0.append(entry) } }
+    var recorded: [String] { entries.withLock { $0 } }
+    func increment(_ name: String) { counters.withLock { $0[name, default: 0] += 1 } }
+    func count(_ name: String) -> Int { counters.withLock { $0[name] ?? 0 } }
+    func recordTimeRemaining(_ duration: Duration?) { if let duration { durations.withLock { $0.append(duration) } } }
+    var timesRemaining: [Duration] { durations.withLock { $0 } }
+
+    func waitFor(_ entry: String, timeout: Duration = .seconds(5)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if recorded.contains(entry) { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+}
+
+/// Small methods for what the interop service does not cover, written against the core API (no generated code).
+struct ProbeService: RPCService {
+    let probe: ServerProbe
+    var name = "server"
+    var serviceName: String { "test.ClientProbe" }
+
+    static func method(_ name: String) -> MethodDescriptor { MethodDescriptor(service: "test.ClientProbe", method: name) }
+    static let sleep = method("Sleep")
+    static let whoAmI = method("WhoAmI")
+    static let unavailable = method("Unavailable")
+    static let fail = method("Fail")
+    static let echo = method("Echo")
+    static let metadata = method("Metadata")
+
+    var methods: [ServerMethod] {
+        let probe = self.probe
+        let name = self.name
+        return [
+            .unary(Self.sleep) { (request: Google_Protobuf_Int64Value, context) in
+                probe.recordTimeRemaining(context.timeRemaining)
+                probe.record("sleep started")
+                do {
+                    try await Task.sleep(for: .milliseconds(request.value))
+                } catch {
+                    probe.record("sleep cancelled")
+                    throw error
+                }
+                probe.record("sleep finished")
+                return Google_Protobuf_Empty()
+            },
+            .unary(Self.whoAmI) { (_: Google_Protobuf_Empty, _) in
+                Google_Protobuf_StringValue(name)
+            },
+            .unary(Self.unavailable) { (_: Google_Protobuf_Empty, _) -> Google_Protobuf_Empty in
+                probe.increment("unavailable")
+                throw RPCError(.unavailable, "try again later")
+            },
+            .unary(Self.fail) { (_: Google_Protobuf_Empty, _) -> Google_Protobuf_Empty in
+                var badRequest = Google_Rpc_BadRequest()
+                badRequest.fieldViolations = [.with { $0.field = "name"; $0.description_p = "must not be empty" }]
+                throw RPCError(.invalidArgument, "name: must not be empty ☹\tnew\nline").addingDetail(badRequest)
+            },
+            .unary(Self.echo) { (request: Google_Protobuf_BytesValue, _) in request },
+            .unary(Self.metadata) { (_: Google_Protobuf_Empty, context) in
+                let seen = ["authorization", "traceparent", "x-user"].map { "\($0)=\(context.requestMetadata[$0] ?? "")" }
+                return Google_Protobuf_StringValue(seen.joined(separator: ";"))
+            },
+        ]
+    }
+}
+
+/// A server on loopback with the interop service and a probe service.
+func startServer(
+    port: Int = 0, name: String = "server", probe: ServerProbe = ServerProbe(), tls: TLSConfiguration? = nil,
+    configure: (inout RPCServerConfiguration) -> Void = { _ in }
+) async throws -> RPCServer {
+    var configuration = RPCServerConfiguration(host: "127.0.0.1", port: port, tls: tls)
+    configuration.maxReceiveMessageSize = 16 << 20
+    configure(&configuration)
+    let server = RPCServer(
+        configuration: configuration, services: [InteropTestService(), ProbeService(probe: probe, name: name)],
+        logger: quietLogger)
+    try await server.start()
+    return server
+}
+
+func makeChannel(
+    ports: [Int], interceptors: [any ClientInterceptor] = [], configure: (inout RPCChannelConfiguration) -> Void = { _ in }
+) throws -> RPCChannel {
+    var configuration = RPCChannelConfiguration(targets: ports.map { .init(host: "127.0.0.1", port: $0) })
+    configuration.maxReceiveMessageSize = 16 << 20
+    configure(&configuration)
+    return try RPCChannel(configuration: configuration, interceptors: interceptors, logger: quietLogger)
+}
+
+extension RPCServer {
+    var port: Int { localAddress!.port! }
+}
+
+/// The resident set size of this process, from /proc/self/status.
+func residentMemoryBytes() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+    else { return 0 }
+    let kilobytes = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
+    return kilobytes * 1024
+}
+
+/// An `AsyncSequence` of requests fed by the test, for bidirectional ping-pong.
+func requestStream<Element: Sendable>(
+    of type: Element.Type = Element.self
+) -> (AsyncStream<Element>, AsyncStream<Element>.Continuation) {
+    AsyncStream.makeStream(of: Element.self)
+}
+
+/// A plain array as an `AsyncSequence`.
+struct AsyncArray<Element: Sendable>: AsyncSequence, Sendable {
+    let elements: [Element]
+    init(_ elements: [Element]) { self.elements = elements }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var remaining: ArraySlice<Element>
+        mutating func next() async -> Element? { remaining.popFirst() }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(remaining: elements[...]) }
+}
