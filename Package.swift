@@ -241,6 +241,13 @@ let package = Package(
 
         // MARK: Tests
 
+        // Helpers shared by several test targets (a throwaway PKI made with the openssl command line).
+        .target(
+            name: "HabitFlowTestSupport",
+            path: "Tests/Support",
+            swiftSettings: swiftSettings
+        ),
+
         .testTarget(
             name: "HTTP2Tests",
             dependencies: ["HabitFlowHTTP2", .product(name: "NIOCore", package: "swift-nio")],
@@ -272,6 +279,7 @@ let package = Package(
             name: "RPCClientTests",
             dependencies: [
                 "GRPCInteropTesting",
+                "HabitFlowTestSupport",
                 "HabitFlowGRPCProtos",
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
@@ -309,6 +317,7 @@ let package = Package(
             name: "TLSTests",
             dependencies: [
                 "HabitFlowTLS",
+                "HabitFlowTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

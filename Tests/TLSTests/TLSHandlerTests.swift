@@ -1,3 +1,4 @@
+import HabitFlowTestSupport
 import HabitFlowTLS
 import NIOCore
 import Testing

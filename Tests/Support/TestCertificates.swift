@@ -1,23 +1,23 @@
-import Foundation
+public import Foundation
 
 /// A throwaway PKI for tests, made once per test run with the `openssl` command line in a temporary directory.
 ///
 /// `ca` issues `server` (for `localhost` and `127.0.0.1`) and `client`; `rogueCA` issues `rogueServer`, a
-/// certificate for the same names that our clients must refuse. Other modules' tests can copy this file.
-struct TestCertificates: Sendable {
-    struct Identity: Sendable {
-        var certificatePath: String
-        var privateKeyPath: String
+/// certificate for the same names that our clients must refuse. Shared by every test target that needs TLS.
+public struct TestCertificates: Sendable {
+    public struct Identity: Sendable {
+        public var certificatePath: String
+        public var privateKeyPath: String
     }
 
-    var directory: String
-    var caCertificatePath: String
-    var server: Identity
-    var client: Identity
-    var rogueServer: Identity
+    public var directory: String
+    public var caCertificatePath: String
+    public var server: Identity
+    public var client: Identity
+    public var rogueServer: Identity
 
     /// Made on first use and shared by every test.
-    static let shared: TestCertificates = {
+    public static let shared: TestCertificates = {
         do {
             return try make()
         } catch {
@@ -25,7 +25,7 @@ struct TestCertificates: Sendable {
         }
     }()
 
-    static func make() throws -> TestCertificates {
+    public static func make() throws -> TestCertificates {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("habitflow-tls-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -95,7 +95,7 @@ struct TestCertificates: Sendable {
 }
 
 /// Runs a program to completion and returns its exit status and combined output.
-func runSynchronously(
+public func runSynchronously(
     _ executable: String,
     _ arguments: [String],
     directory: String? = nil,
@@ -120,7 +120,7 @@ func runSynchronously(
 
 /// ``runSynchronously(_:_:directory:input:)`` on a thread of its own, so the caller's task does not block a
 /// cooperative thread.
-func run(_ executable: String, _ arguments: [String], input: String? = nil) async throws -> (
+public func run(_ executable: String, _ arguments: [String], input: String? = nil) async throws -> (
     status: Int32, output: String
 ) {
     try await withCheckedThrowingContinuation { continuation in
