@@ -1,6 +1,7 @@
 import HabitFlowCompression
 import HabitFlowRPC
 import NIOCore
+import Synchronization
 import Testing
 
 @Suite("gRPC wire formats")
@@ -76,9 +77,10 @@ struct InterceptorOrderTests {
         }
     }
 
-    final class Log: @unchecked Sendable {  // test-only; appended from one task at a time
-        var entries: [String] = []
-        func append(_ entry: String) { entries.append(entry) }
+    final class Log: Sendable {
+        private let storage = Mutex<[String]>([])
+        var entries: [String] { storage.withLock { $0 } }
+        func append(_ entry: String) { storage.withLock { $0.append(entry) } }
     }
 
     @Test("the first interceptor is outermost, and the handler runs inside all of them")
