@@ -158,10 +158,3 @@ struct ClientRequest: Sendable {
     /// The request message of a single-request call, sent with the headers and followed by the half-close.
     var singleRequest: ByteBuffer?
 }
-
-extension EventLoop {
-    /// Runs `work` at once when already on this loop, else enqueues it.
-    func executeOrRunNow(_ work: @escaping @Sendable () -> Void) {
-        if inEventLoop { work() } else { execute(work) }
-    }
-}

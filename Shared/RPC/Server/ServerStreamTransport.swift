@@ -167,10 +167,3 @@ final class ServerStreamTransport: ServerCallTransport {
         connection.eventLoop.executeOrRunNow { connection.value.releaseRequestCredit(streamID: streamID) }
     }
 }
-
-extension EventLoop {
-    /// Runs `work` at once when already on this loop (no allocation, no hop), else enqueues it.
-    func executeOrRunNow(_ work: @escaping @Sendable () -> Void) {
-        if inEventLoop { work() } else { execute(work) }
-    }
-}
