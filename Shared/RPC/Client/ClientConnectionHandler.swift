@@ -399,7 +399,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     func sendMessage(
         _ message: ByteBuffer, on transport: ClientStreamTransport,
-        whenQueued continuation: CheckedContinuation<Void, any Error>
+        whenQueued continuation: UnsafeContinuation<Void, any Error>
     ) {
         guard let session, let streamID = transport.streamID, let stream = streams[streamID], !stream.ended,
             !stream.requestsFinished
@@ -539,7 +539,7 @@ final class ClientStream {
     var requestsFinished = false
     /// Received bytes whose flow-control credit is held back (back-pressure).
     var withheldBytes = 0
-    var sendWaiter: CheckedContinuation<Void, any Error>?
+    var sendWaiter: UnsafeContinuation<Void, any Error>?
     var deadlineTimer: Scheduled<Void>?
 
     init(transport: ClientStreamTransport, maxReceiveMessageSize: Int) {

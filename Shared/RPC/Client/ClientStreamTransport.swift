@@ -31,7 +31,7 @@ final class ClientStreamTransport: Sendable {
     private struct State {
         var parts = CircularBuffer<ResponsePart>(initialCapacity: 2)
         var ended = false
-        var waiter: CheckedContinuation<ResponsePart, Never>?
+        var waiter: UnsafeContinuation<ResponsePart, Never>?
         var streamID: Int32?
         /// The connection holds back flow-control credit until the queue drains below the low watermark.
         var creditWithheld = false
@@ -53,7 +53,7 @@ final class ClientStreamTransport: Sendable {
     /// Queues a part; returns how many messages are now waiting (for flow-control decisions).
     @discardableResult
     func deliver(_ part: ResponsePart) -> Int {
-        let (waiter, queued) = state.withLock { state -> (CheckedContinuation<ResponsePart, Never>?, Int) in
+        let (waiter, queued) = state.withLock { state -> (UnsafeContinuation<ResponsePart, Never>?, Int) in
             guard !state.ended else { return (nil, 0) }
             if case .end = part { state.ended = true }
             if let waiter = state.waiter {
@@ -71,7 +71,7 @@ final class ClientStreamTransport: Sendable {
 
     /// Ends the attempt with an error, dropping messages not yet read (cancellation, deadline, lost connection).
     func fail(_ error: RPCError, processed: Bool = true) {
-        let waiter = state.withLock { state -> CheckedContinuation<ResponsePart, Never>? in
+        let waiter = state.withLock { state -> UnsafeContinuation<ResponsePart, Never>? in
             guard !state.ended else { return nil }
             state.ended = true
             state.parts.removeAll()
@@ -106,7 +106,7 @@ final class ClientStreamTransport: Sendable {
             if releaseCredit { releaseFlowControlCredit() }
             return part
         }
-        return await withCheckedContinuation { continuation in
+        return await withUnsafeContinuation { continuation in
             let ready = state.withLock { state -> ResponsePart? in
                 if let part = state.parts.first {
                     if case .end = part { return part }
@@ -123,7 +123,7 @@ final class ClientStreamTransport: Sendable {
     /// Sends one request message; suspends while the stream's send queue is above the high watermark.
     func send(_ message: ByteBuffer) async throws {
         let connection = self.connection
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+        try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Void, any Error>) in
             connection.eventLoop.executeOrRunNow {
                 connection.value.sendMessage(message, on: self, whenQueued: continuation)
             }
