@@ -26,6 +26,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     private var session: HTTP2Session?
     private var context: ChannelHandlerContext?
     private var streams: [Int32: ServerStream] = [:]
+    /// Calls opened in the current batch of events, whose handlers start when the batch is done.
+    private var pendingHandlerStarts: [(ServerStream, ServerMethod)] = []
     private var peer = "unknown"
 
     /// Output waits for the TLS handshake (and an ALPN check) when TLS is on.
@@ -213,6 +215,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 break
             }
         }
+        startPendingHandlers()
     }
 
     // MARK: Calls
@@ -276,9 +279,28 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             }
         }
 
+        pendingHandlerStarts.append((stream, method))
+    }
+
+    /// Starts the handlers of the calls opened by the events just handled. Deferred to the end of the batch so the
+    /// request message and END_STREAM that arrived in the same read are already queued: a unary handler then finds
+    /// its request at once and runs to completion without suspending.
+    private func startPendingHandlers() {
+        guard !pendingHandlerStarts.isEmpty else { return }
+        let starts = pendingHandlerStarts
+        pendingHandlerStarts.removeAll(keepingCapacity: true)
+        for (stream, method) in starts where streams[stream.streamID] === stream && !stream.statusSent {
+            startHandler(stream, method)
+        }
+    }
+
+    private func startHandler(_ stream: ServerStream, _ method: ServerMethod) {
         let interceptors = router.interceptors
         let run = method.run
         let bound = loopBound
+        let callContext = stream.context
+        let transport = stream.transport
+        let streamID = stream.streamID
         // `Task.immediate` runs the handler right here, on the event loop, until it first suspends: a call that
         // never waits (most unary calls once their request is in) completes within this read, with no hop and no
         // wake-up of another thread. After a suspension it resumes on the preferred executor (the event loop).
