@@ -33,7 +33,7 @@ public nonisolated struct Habitflow_Events_V1_EventEnvelope: Sendable {
   /// The event's UUID (lowercase, hyphenated). Consumers record it to ignore redeliveries.
   public var id: String = String()
 
-  /// The full name of the payload's message type, for example "habitflow.auth.v1.UserCreated".
+  /// The full name of the payload's message type, for example "habitflow.events.v1.UserCreated" (domain_events.proto).
   public var type: String = String()
 
   /// What the event is about, for example aggregate_type "user" and aggregate_id the user's UUID. Events of one
