@@ -91,7 +91,8 @@ CREATE TABLE entries (
     id uuid NOT NULL,
     habit_id uuid NOT NULL,
     local_date date NOT NULL,
-    value numeric NOT NULL DEFAULT 1 CHECK (value >= 0 AND value <= 1000000000),
+    -- Six decimals are plenty for amounts, and keep sums exact within numeric precision.
+    value numeric(16, 6) NOT NULL DEFAULT 1 CHECK (value >= 0 AND value <= 1000000000),
     created_at timestamptz NOT NULL,
     deleted_at timestamptz,
     change_seq bigint NOT NULL,
@@ -104,3 +105,14 @@ CREATE INDEX entries_by_day ON entries (user_id, local_date) INCLUDE (habit_id) 
 -- One habit's live entries by day (marking a day not done, goal aggregates, score history).
 CREATE INDEX entries_by_habit_day ON entries (user_id, habit_id, local_date) INCLUDE (value) WHERE deleted_at IS NULL;
 CREATE INDEX entries_changes ON entries (user_id, change_seq);
+
+-- Habits with their target periods (oldest first; weeks as days since 1970-01-01), the shape every habit read uses.
+CREATE VIEW habit_details AS
+SELECT h.*, t.target_weeks, t.weekly_targets
+FROM habits h
+CROSS JOIN LATERAL (
+    SELECT array_agg((ht.week_start - DATE '1970-01-01') ORDER BY ht.week_start) AS target_weeks,
+           array_agg(ht.weekly_target::integer ORDER BY ht.week_start) AS weekly_targets
+    FROM habit_targets ht
+    WHERE ht.user_id = h.user_id AND ht.habit_id = h.id
+) t;
