@@ -1,1 +1,178 @@
-print("placeholder")
+// habits-benchmark: the week view and mark-done of a running habits service (habitflow-habits), for a user with 15
+// habits and five years of daily entries, at the given concurrencies. Run by Benchmarks/habits.sh, which starts a
+// throwaway Postgres and the service.
+//
+//   habits-benchmark --port PORT --database-url URL --secret SECRET [--seconds 10] [--concurrency 1,32]
+//
+// Seeds through the API (user, habits) and SQL (five years of entries in one INSERT ... SELECT), then prints one
+// line per run: workload, concurrency, requests, requests/s, p50 and p99 latency in ms as the client saw it, errors.
+import Foundation
+import HabitFlowHabitsProtos
+import HabitFlowPostgres
+import HabitFlowRPC
+import HabitFlowRPCClient
+import HabitFlowServiceKit
+import Logging
+import Synchronization
+
+var options = ["--seconds": "10", "--concurrency": "1,32", "--secret": ServiceConfiguration.localDevelopmentSecret]
+var arguments = CommandLine.arguments.dropFirst()
+while let name = arguments.popFirst(), let value = arguments.popFirst() { options[name] = value }
+guard let port = options["--port"].flatMap(Int.init), let databaseURL = options["--database-url"],
+    let secret = options["--secret"], let seconds = options["--seconds"].flatMap(Int.init)
+else {
+    FileHandle.standardError.write(
+        Data("usage: habits-benchmark --port PORT --database-url URL [--secret S] [--seconds N] [--concurrency 1,32]\n".utf8))
+    exit(64)
+}
+let concurrencies = (options["--concurrency"] ?? "1,32").split(separator: ",").compactMap { Int($0) }
+var logger = Logger(label: "habits-benchmark")
+logger.logLevel = .warning
+
+func progress(_ message: String) {
+    FileHandle.standardError.write(Data("habits-benchmark: \(message)\n".utf8))
+}
+
+let channel = try RPCChannel(
+    configuration: RPCChannelConfiguration(host: "127.0.0.1", port: port),
+    interceptors: [InternalCredentialClientInterceptor(credential: InternalCredential(secret: secret), caller: "gateway")],
+    logger: logger)
+let api = Habitflow_Habits_V1_HabitsService.Client(transport: channel)
+var poolConfiguration = PostgresPool.Configuration(connectionString: databaseURL)
+poolConfiguration.maximumConnections = 2
+let pool = PostgresPool(configuration: poolConfiguration, logger: logger)
+
+// MARK: Seeding
+
+/// A user with 15 habits (targets 1...7) and, per habit, one entry a day for the five years up to yesterday.
+func seedUser(yearsOfEntries: Int) async throws -> (user: UUID, habits: [String]) {
+    let user = UUID()
+    let options = CallOptions.onBehalf(of: user)
+    var habits: [String] = []
+    for index in 1...15 {
+        let habit = try await api.createHabit(
+            .with {
+                $0.name = "Habit \(index)"
+                $0.weeklyTarget = Int32(index % 7 + 1)
+            }, options: options)
+        habits.append(habit.id)
+    }
+    guard yearsOfEntries > 0 else { return (user, habits) }
+    // Backdate the habits so the history is theirs, then add the entries in one statement.
+    try await pool.execute(
+        """
+        UPDATE habits SET live_from = live_from - make_interval(years => \(Int32(yearsOfEntries)))::interval \
+        WHERE user_id = \(user)
+        """)
+    try await pool.execute(
+        """
+        UPDATE habit_targets SET week_start = date_trunc('week', week_start - make_interval(years => \(Int32(yearsOfEntries))))::date \
+        WHERE user_id = \(user)
+        """)
+    let inserted = try await pool.execute(
+        """
+        INSERT INTO entries (user_id, id, habit_id, local_date, value, created_at, change_seq) \
+        SELECT h.user_id, gen_random_uuid(), h.id, d::date, 1, now(), 0 \
+        FROM habits h, generate_series(current_date - make_interval(years => \(Int32(yearsOfEntries))), current_date - 1, '1 day') AS d \
+        WHERE h.user_id = \(user)
+        """)
+    try await pool.execute("ANALYZE entries")
+    progress("seeded user \(user) with 15 habits and \(inserted) entries")
+    return (user, habits)
+}
+
+// MARK: Measuring
+
+/// Latencies in nanoseconds, merged from the workers.
+final class Samples: Sendable {
+    private let state = Mutex<(latencies: [Int64], errors: Int)>(([], 0))
+
+    func add(_ latencies: [Int64], errors: Int) {
+        state.withLock {
+            $0.latencies += latencies
+            $0.errors += errors
+        }
+    }
+
+    var result: (latencies: [Int64], errors: Int) { state.withLock { $0 } }
+}
+
+enum Workload: String { case weekView = "week-view", markDone = "mark-done" }
+
+/// Runs `concurrency` workers for a 2 s warm-up and `seconds` of measurement, each calling one request after another.
+func measure(_ workload: Workload, user: UUID, habits: [String], concurrency: Int, label: String) async throws {
+    let clock = ContinuousClock()
+    let warmUpEnd = clock.now + .seconds(2)
+    let end = warmUpEnd + .seconds(seconds)
+    let samples = Samples()
+    let options = CallOptions.onBehalf(of: user, timeout: .seconds(10))
+    await withTaskGroup(of: Void.self) { group in
+        for worker in 0..<concurrency {
+            group.addTask {
+                var latencies: [Int64] = []
+                var errors = 0
+                var iteration = worker
+                while clock.now < end {
+                    let started = clock.now
+                    do {
+                        switch workload {
+                        case .weekView:
+                            _ = try await api.getWeek(.init(), options: options)
+                        case .markDone:
+                            _ = try await api.markHabitDone(
+                                .with { $0.habitID = habits[iteration % habits.count] }, options: options)
+                        }
+                        let finished = clock.now
+                        if started >= warmUpEnd {
+                            let (secondsPart, attoseconds) = (finished - started).components
+                            latencies.append(secondsPart * 1_000_000_000 + attoseconds / 1_000_000_000)
+                        }
+                    } catch {
+                        if started >= warmUpEnd { errors += 1 }
+                    }
+                    iteration += 1
+                }
+                samples.add(latencies, errors: errors)
+            }
+        }
+    }
+    let (latencies, errors) = samples.result
+    let sorted = latencies.sorted()
+    func percentile(_ fraction: Double) -> Double {
+        guard !sorted.isEmpty else { return 0 }
+        let rank = Int((fraction * Double(sorted.count)).rounded(.up)) - 1
+        return Double(sorted[max(0, min(rank, sorted.count - 1))]) / 1_000_000
+    }
+    let rate = Double(sorted.count) / Double(seconds)
+    print(
+        String(
+            format: "%-22@ %11d %9d %10.0f %9.2f %9.2f %7d", label as NSString, concurrency, sorted.count, rate,
+            percentile(0.50), percentile(0.99), errors))
+}
+
+/// The plan of the week view's entry query for the seeded user: it must be an index range scan.
+func explainWeekQuery(user: UUID) async throws {
+    let rows = try await pool.query(
+        """
+        EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT habit_id, local_date, count(*) FROM entries \
+        WHERE user_id = \(user) AND local_date BETWEEN current_date - 6 AND current_date AND deleted_at IS NULL \
+        GROUP BY habit_id, local_date
+        """)
+    progress("plan of the week view's entry query:")
+    for row in rows { progress("  " + (try row.decode(0, as: String.self))) }
+}
+
+let seeded = try await seedUser(yearsOfEntries: 5)
+let fresh = try await seedUser(yearsOfEntries: 0)
+try await explainWeekQuery(user: seeded.user)
+print(String(format: "%-22@ %11@ %9@ %10@ %9@ %9@ %7@", "workload" as NSString, "concurrency" as NSString,
+             "requests" as NSString, "req/s" as NSString, "p50 ms" as NSString, "p99 ms" as NSString, "errors" as NSString))
+for concurrency in concurrencies {
+    try await measure(.weekView, user: seeded.user, habits: seeded.habits, concurrency: concurrency, label: "week view (5 years)")
+}
+try await measure(.weekView, user: fresh.user, habits: fresh.habits, concurrency: 1, label: "week view (no history)")
+for concurrency in concurrencies {
+    try await measure(.markDone, user: seeded.user, habits: seeded.habits, concurrency: concurrency, label: "mark done")
+}
+await channel.close()
+await pool.shutdown()
