@@ -281,7 +281,12 @@ let package = Package(
         ),
         .testTarget(
             name: "RPCCoreTests",
-            dependencies: ["HabitFlowRPC", "HabitFlowCompression", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "HabitFlowRPC",
+                "HabitFlowGRPCProtos",
+                "HabitFlowCompression",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             path: "Tests/RPCCoreTests",
             swiftSettings: swiftSettings
         ),
