@@ -30,12 +30,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
-pg_init "$workdir/postgres" "$password"
-for attempt in 1 2 3; do
-    port=$(pg_free_port)
-    if pg_start "$workdir/postgres" "$port" "$workdir/postgres.log"; then break; fi
-    ((attempt < 3)) || { cat "$workdir/postgres.log" >&2; exit 1; }
-done
+pg_start_throwaway "$workdir/postgres" "$workdir/postgres.log" "$password"
+port=$PG_PORT
 pg_create_database "$workdir/postgres" "$port" habitflow
 pg_psql "$workdir/postgres" "$port" --dbname=habitflow --set=rows="$rows" <<'SQL'
 CREATE TABLE bench_select (id int8 PRIMARY KEY, value text NOT NULL);

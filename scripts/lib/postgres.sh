@@ -50,6 +50,19 @@ pg_start() {
         start >/dev/null
 }
 
+# pg_start_throwaway DATA_DIR LOG_FILE SUPERUSER_PASSWORD: creates a cluster in DATA_DIR and starts it on a free
+# loopback port, which it puts in PG_PORT. A free port can be taken between choosing and binding it, so it tries a few.
+pg_start_throwaway() {
+    local data_dir=$1 log_file=$2 password=$3 attempt
+    pg_init "$data_dir" "$password"
+    for attempt in 1 2 3; do
+        PG_PORT=$(pg_free_port)
+        if pg_start "$data_dir" "$PG_PORT" "$log_file"; then return 0; fi
+    done
+    cat "$log_file" >&2
+    return 1
+}
+
 # pg_stop DATA_DIR: fast shutdown (rolls back open transactions); quiet when nothing runs.
 pg_stop() {
     local data_dir=$1
