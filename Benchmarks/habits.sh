@@ -52,5 +52,6 @@ done
 log "habitflow-habits on 127.0.0.1:$service_port; $seconds s per run after a 2 s warm-up; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 "$scratch/release/habits-benchmark" --port "$service_port" --database-url "$database_url" --secret "$secret" \
-    --seconds "$seconds" --concurrency 1,32
+    --seconds "$seconds" --concurrency 1,32 --service-pid "$service_pid" \
+    --postgres-pid "$(head -n 1 "$workdir/postgres/postmaster.pid")"
 log "load average afterwards: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -3,9 +3,11 @@
 // throwaway Postgres and the service.
 //
 //   habits-benchmark --port PORT --database-url URL --secret SECRET [--seconds 10] [--concurrency 1,32]
+//                    [--service-pid PID] [--postgres-pid POSTMASTER_PID]
 //
 // Seeds through the API (user, habits) and SQL (five years of entries in one INSERT ... SELECT), then prints one
-// line per run: workload, concurrency, requests, requests/s, p50 and p99 latency in ms as the client saw it, errors.
+// line per run: workload, concurrency, requests, requests/s, p50 and p99 latency in ms as the client saw it, errors,
+// and the CPU time per request of the service, of Postgres (postmaster and backends) and of this client.
 import Foundation
 import HabitFlowHabitsProtos
 import HabitFlowPostgres
@@ -26,6 +28,8 @@ else {
     exit(64)
 }
 let concurrencies = (options["--concurrency"] ?? "1,32").split(separator: ",").compactMap { Int($0) }
+let servicePID = options["--service-pid"].flatMap(Int32.init)
+let postmasterPID = options["--postgres-pid"].flatMap(Int32.init)
 var logger = Logger(label: "habits-benchmark")
 logger.logLevel = .warning
 
@@ -83,6 +87,40 @@ func seedUser(yearsOfEntries: Int) async throws -> (user: UUID, habits: [String]
 
 // MARK: Measuring
 
+/// CPU seconds (user + system) of a process, from /proc/PID/stat; 0 when it cannot be read.
+func cpuSeconds(_ pid: Int32) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let end = stat.lastIndex(of: ")")
+    else { return 0 }
+    // After "pid (comm)": state is field 3, so utime (14) and stime (15) are the 12th and 13th after the name.
+    let fields = stat[stat.index(after: end)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// The postmaster's CPU plus that of its children (the backends serving the service and this client).
+func postgresCPUSeconds(_ postmaster: Int32) -> Double {
+    let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    var total = cpuSeconds(postmaster)
+    for name in processes {
+        guard let pid = Int32(name), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { continue }
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        if fields.count > 1, Int32(fields[1]) == postmaster { total += cpuSeconds(pid) }
+    }
+    return total
+}
+
+/// CPU seconds used so far by the service, Postgres and this process.
+func cpuNow() -> (service: Double, postgres: Double, client: Double) {
+    (
+        servicePID.map(cpuSeconds) ?? 0,
+        postmasterPID.map(postgresCPUSeconds) ?? 0,
+        cpuSeconds(getpid())
+    )
+}
+
 /// Latencies in nanoseconds, merged from the workers.
 final class Samples: Sendable {
     private let state = Mutex<(latencies: [Int64], errors: Int)>(([], 0))
@@ -106,7 +144,15 @@ func measure(_ workload: Workload, user: UUID, habits: [String], concurrency: In
     let end = warmUpEnd + .seconds(seconds)
     let samples = Samples()
     let options = CallOptions.onBehalf(of: user, timeout: .seconds(10))
+    let cpu = CPUWindow()
     await withTaskGroup(of: Void.self) { group in
+        group.addTask {
+            // CPU is read at the end of the warm-up and at the end of the run.
+            try? await clock.sleep(until: warmUpEnd)
+            cpu.mark(cpuNow())
+            try? await clock.sleep(until: end)
+            cpu.mark(cpuNow())
+        }
         for worker in 0..<concurrency {
             group.addTask {
                 var latencies: [Int64] = []
@@ -144,29 +190,76 @@ func measure(_ workload: Workload, user: UUID, habits: [String], concurrency: In
         return Double(sorted[max(0, min(rank, sorted.count - 1))]) / 1_000_000
     }
     let rate = Double(sorted.count) / Double(seconds)
-    print(
-        String(
-            format: "%-22@ %11d %9d %10.0f %9.2f %9.2f %7d", label as NSString, concurrency, sorted.count, rate,
-            percentile(0.50), percentile(0.99), errors))
+    let used = cpu.used
+    func perRequest(_ seconds: Double) -> String {
+        sorted.isEmpty ? "-" : String(Int((seconds / Double(sorted.count) * 1_000_000).rounded()))
+    }
+    printRow([
+        label, String(concurrency), String(sorted.count), String(Int(rate.rounded())),
+        String(format: "%.2f", percentile(0.50)), String(format: "%.2f", percentile(0.99)), String(errors),
+        perRequest(used.service), perRequest(used.postgres), perRequest(used.client),
+    ])
 }
 
-/// The plan of the week view's entry query for the seeded user: it must be an index range scan.
-func explainWeekQuery(user: UUID) async throws {
-    let rows = try await pool.query(
-        """
-        EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT habit_id, local_date, count(*) FROM entries \
-        WHERE user_id = \(user) AND local_date BETWEEN current_date - 6 AND current_date AND deleted_at IS NULL \
-        GROUP BY habit_id, local_date
-        """)
-    progress("plan of the week view's entry query:")
-    for row in rows { progress("  " + (try row.decode(0, as: String.self))) }
+/// The CPU readings at the start and the end of a measurement.
+final class CPUWindow: Sendable {
+    private let marks = Mutex<[(service: Double, postgres: Double, client: Double)]>([])
+
+    func mark(_ reading: (service: Double, postgres: Double, client: Double)) { marks.withLock { $0.append(reading) } }
+
+    var used: (service: Double, postgres: Double, client: Double) {
+        marks.withLock { marks in
+            guard let first = marks.first, let last = marks.last, marks.count >= 2 else { return (0, 0, 0) }
+            return (last.service - first.service, last.postgres - first.postgres, last.client - first.client)
+        }
+    }
+}
+
+let columnWidths = [24, 11, 9, 7, 8, 8, 6, 13, 14, 12]
+
+func printRow(_ cells: [String]) {
+    var line = ""
+    for (index, cell) in cells.enumerated() {
+        let width = columnWidths[index]
+        let padding = String(repeating: " ", count: max(0, width - cell.count))
+        line += index == 0 ? cell + padding : " " + padding + cell
+    }
+    print(line)
+}
+
+/// The plans of the week view's queries for the seeded user: index range scans whose cost does not depend on the
+/// length of the history.
+func explainWeekQueries(user: UUID) async throws {
+    let plans: [(String, PostgresQuery)] = [
+        (
+            "entries of the week",
+            """
+            EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT habit_id, local_date, count(*) FROM entries \
+            WHERE user_id = \(user) AND local_date BETWEEN current_date - 6 AND current_date AND deleted_at IS NULL \
+            GROUP BY habit_id, local_date
+            """
+        ),
+        (
+            "habits live in the week",
+            """
+            EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT * FROM habit_details WHERE user_id = ANY(\([user])) \
+            AND live_from <= current_date AND (deleted_on IS NULL OR deleted_on > current_date) ORDER BY user_id, created_seq
+            """
+        ),
+    ]
+    for (name, query) in plans {
+        progress("plan of the week view's \(name):")
+        for row in try await pool.query(query) { progress("  " + (try row.decode(0, as: String.self))) }
+    }
 }
 
 let seeded = try await seedUser(yearsOfEntries: 5)
 let fresh = try await seedUser(yearsOfEntries: 0)
-try await explainWeekQuery(user: seeded.user)
-print(String(format: "%-22@ %11@ %9@ %10@ %9@ %9@ %7@", "workload" as NSString, "concurrency" as NSString,
-             "requests" as NSString, "req/s" as NSString, "p50 ms" as NSString, "p99 ms" as NSString, "errors" as NSString))
+try await explainWeekQueries(user: seeded.user)
+printRow([
+    "workload", "concurrency", "requests", "req/s", "p50 ms", "p99 ms", "errors", "service µs/req",
+    "Postgres µs/req", "client µs/req",
+])
 for concurrency in concurrencies {
     try await measure(.weekView, user: seeded.user, habits: seeded.habits, concurrency: concurrency, label: "week view (5 years)")
 }
