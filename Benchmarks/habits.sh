@@ -19,21 +19,15 @@ for product in habitflow-habits habits-benchmark; do
     swift build -c release --product "$product" --scratch-path "$scratch" >&2
 done
 
-workdir=$(mktemp -d /tmp/habitflow-habits-bench.XXXXXX)
-chmod 755 "$workdir"
 service_pid=
-cleanup() {
-    [[ -n "$service_pid" ]] && kill "$service_pid" 2>/dev/null && wait "$service_pid" 2>/dev/null
-    pg_stop "$workdir/postgres"
-    rm -rf "$workdir"
+before_cleanup() {
+    [[ -z "$service_pid" ]] || { kill "$service_pid" 2>/dev/null; wait "$service_pid" 2>/dev/null; }
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+pg_workdir habitflow-habits-bench
+workdir=$PG_WORKDIR
 
-password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
-pg_start_throwaway "$workdir/postgres" "$workdir/postgres.log" "$password"
+pg_start_throwaway "$workdir/postgres" "$workdir/postgres.log"
 port=$PG_PORT
-pg_create_database "$workdir/postgres" "$port" habitflow
 database_url="postgresql://habits:$(service_db_password habits)@127.0.0.1:$port/habitflow"
 log "Postgres on 127.0.0.1:$port (fsync ${PG_FSYNC:-on})"
 

@@ -162,7 +162,7 @@ extension UUID {
                     guard bytes[index] == UInt8(ascii: "-") else { return false }
                     index += 1
                 }
-                guard let high = Self.hexValue(bytes[index]), let low = Self.hexValue(bytes[index + 1]) else {
+                guard let high = hexDigitValue(bytes[index]), let low = hexDigitValue(bytes[index + 1]) else {
                     return false
                 }
                 output[position] = high << 4 | low
@@ -173,14 +173,15 @@ extension UUID {
         guard parsed else { return nil }
         self.init(uuid: raw)
     }
+}
 
-    private static func hexValue(_ character: UInt8) -> UInt8? {
-        switch character {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
-        default: nil
-        }
+/// The value of one ASCII hex digit (either case), `nil` for anything else.
+func hexDigitValue(_ character: UInt8) -> UInt8? {
+    switch character {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
+    default: nil
     }
 }
 
@@ -194,18 +195,10 @@ extension Data: PostgresCodable {
         guard bytes.count >= 2, bytes.first == UInt8(ascii: "\\"), bytes.dropFirst().first == UInt8(ascii: "x"),
             bytes.count % 2 == 0
         else { throw cell.failure(Data.self, "expected hex bytea output") }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
         var result = Data(capacity: (bytes.count - 2) / 2)
         var index = bytes.startIndex + 2
         while index < bytes.endIndex {
-            guard let high = nibble(bytes[index]), let low = nibble(bytes[index + 1]) else {
+            guard let high = hexDigitValue(bytes[index]), let low = hexDigitValue(bytes[index + 1]) else {
                 throw cell.failure(Data.self, "bad hex digit")
             }
             result.append(high << 4 | low)
