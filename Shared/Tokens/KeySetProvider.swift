@@ -193,7 +193,9 @@ public struct RefreshingIDTokenVerifier: Sendable {
     public let leeway: Duration
 
     /// - Parameter providers: Should two share a name, the first wins.
+    /// - Precondition: `leeway` is not negative.
     public init(providers: [Provider], leeway: Duration = .seconds(60)) {
+        precondition(leeway >= .zero, "the leeway must not be negative")
         self.providers = Dictionary(providers.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.leeway = leeway
     }

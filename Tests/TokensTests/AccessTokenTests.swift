@@ -286,6 +286,21 @@ struct AccessTokenTests {
         #expect(tokenError { () throws(TokenError) in try impostor.verify(oldToken.token, now: rotatedAt) } == .invalidSignature)
     }
 
+    @Test("a verifier built from the key set auth publishes accepts its tokens and ignores foreign keys")
+    func fromPublishedKeySet() throws {
+        let current = try SigningKey.generate()
+        let previous = try SigningKey.generate()
+        let foreign = JSONWebKey(keyID: "rsa", publicKey: .rsa(try RSA.PrivateKey().publicKey))
+        let published = JSONWebKeySet(keys: [current.verificationKey().jsonWebKey, previous.verificationKey().jsonWebKey, foreign])
+        let verifier = AccessTokenVerifier(issuer: issuer, audience: audience, keySet: try JSONWebKeySet(json: published.json()))
+        #expect(Set(verifier.keys.map(\.keyID)) == [current.keyID, previous.keyID])
+        for key in [current, previous] {
+            let issued = try AccessTokenIssuer(signingKey: key, issuer: issuer, audience: audience)
+                .issue(subject: "u", sessionID: "s", now: referenceNow)
+            #expect(try verifier.verify(issued.token, now: referenceNow) == issued.claims)
+        }
+    }
+
     @Test("errors describe themselves without the token")
     func descriptions() {
         #expect(TokenError.expired.description == "token expired")
