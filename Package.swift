@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // MARK: C libraries (system-library targets, pkg-config + apt providers)
@@ -228,6 +229,30 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Service kit (what every service process shares: configuration, the internal credential, the host)
+
+        .target(
+            name: "HabitFlowServiceKit",
+            dependencies: [
+                "HabitFlowCrypto",
+                "HabitFlowEvents",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowOutbox",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowRPCSideServices",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            path: "Shared/Service",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Interop (grpc/grpc's interop test service, Tools/Interop)
 
         .target(
@@ -257,6 +282,7 @@ let package = Package(
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tools/Interop/Client",
             swiftSettings: swiftSettings
@@ -279,7 +305,12 @@ let package = Package(
         ),
         .testTarget(
             name: "RPCCoreTests",
-            dependencies: ["HabitFlowRPC", "HabitFlowCompression", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "HabitFlowRPC",
+                "HabitFlowGRPCProtos",
+                "HabitFlowCompression",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             path: "Tests/RPCCoreTests",
             swiftSettings: swiftSettings
         ),
@@ -309,6 +340,7 @@ let package = Package(
                 "HabitFlowRPCServer",
                 "HabitFlowTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -339,6 +371,7 @@ let package = Package(
         .testTarget(
             name: "PostgresTests",
             dependencies: [
+                "HabitFlowTestSupport",
                 "HabitFlowPostgres",
                 "HabitFlowOutbox",
                 "HabitFlowEvents",
@@ -360,6 +393,24 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tests/TLSTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ServiceKitTests",
+            dependencies: [
+                "HabitFlowTestSupport",
+                "GRPCInteropTesting",
+                "HabitFlowEvents",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowOutbox",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/ServiceKitTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
