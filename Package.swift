@@ -127,10 +127,33 @@ let package = Package(
             path: "Benchmarks/PostgresBenchmark",
             swiftSettings: swiftSettings
         ),
+        // Token issue/verify costs next to the bare signatures (Benchmarks/tokens.sh); prints figures, not a test.
+        .executableTarget(
+            name: "tokens-benchmark",
+            dependencies: ["HabitFlowTokens", "HabitFlowCrypto"],
+            path: "Benchmarks/TokensBenchmark",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HabitFlowTLS",
             dependencies: ["COpenSSL", .product(name: "NIOCore", package: "swift-nio")],
             path: "Shared/TLS",
+            swiftSettings: swiftSettings
+        ),
+
+        // Access tokens (Ed25519 JWTs), JWK Sets and OIDC ID tokens (Google, Apple): one JOSE core shared by the auth
+        // service, which issues and verifies, and the gateway, which only verifies. NIOHTTP1 + TLS fetch providers'
+        // key sets over https.
+        .target(
+            name: "HabitFlowTokens",
+            dependencies: [
+                "HabitFlowCrypto",
+                "HabitFlowTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Shared/Tokens",
             swiftSettings: swiftSettings
         ),
 
@@ -259,6 +282,7 @@ let package = Package(
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tools/Interop/Client",
             swiftSettings: swiftSettings
@@ -281,7 +305,12 @@ let package = Package(
         ),
         .testTarget(
             name: "RPCCoreTests",
-            dependencies: ["HabitFlowRPC", "HabitFlowCompression", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "HabitFlowRPC",
+                "HabitFlowGRPCProtos",
+                "HabitFlowCompression",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             path: "Tests/RPCCoreTests",
             swiftSettings: swiftSettings
         ),
@@ -311,6 +340,7 @@ let package = Package(
                 "HabitFlowRPCServer",
                 "HabitFlowTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
@@ -319,8 +349,23 @@ let package = Package(
         ),
         .testTarget(
             name: "CryptoTests",
-            dependencies: ["HabitFlowCrypto"],
+            dependencies: ["HabitFlowCrypto", "HabitFlowTestSupport"],
             path: "Tests/CryptoTests",
+            swiftSettings: swiftSettings
+        ),
+        // Tokens against keys the tests generate, and key sets fetched from an https server started in the test.
+        .testTarget(
+            name: "TokensTests",
+            dependencies: [
+                "HabitFlowTokens",
+                "HabitFlowCrypto",
+                "HabitFlowTLS",
+                "HabitFlowTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/TokensTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -50,6 +50,7 @@ struct ProbeService: RPCService {
     static let metadata = method("Metadata")
     /// Server streaming: the response headers (with `x-probe: early`) at once, one message `Int64Value` ms later.
     static let headersFirst = method("HeadersFirst")
+    static let peer = method("Peer")
 
     var methods: [ServerMethod] {
         let probe = self.probe
@@ -89,6 +90,7 @@ struct ProbeService: RPCService {
                 let response = try Google_Protobuf_Empty().serializedBytes() as [UInt8]
                 try await transport.sendResponse(ByteBuffer(bytes: response), compressed: false)
             },
+            .unary(Self.peer) { (_: Google_Protobuf_Empty, context) in Google_Protobuf_StringValue(context.peer) },
             .unary(Self.metadata) { (_: Google_Protobuf_Empty, context) in
                 let seen = ["authorization", "traceparent", "x-user"].map { "\($0)=\(context.requestMetadata[$0] ?? "")" }
                 return Google_Protobuf_StringValue(seen.joined(separator: ";"))
