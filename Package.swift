@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // MARK: C libraries (system-library targets, pkg-config + apt providers)
@@ -205,6 +206,30 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Service kit (what every service process shares: configuration, the internal credential, the host)
+
+        .target(
+            name: "HabitFlowServiceKit",
+            dependencies: [
+                "HabitFlowCrypto",
+                "HabitFlowEvents",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowOutbox",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowRPCSideServices",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            path: "Shared/Service",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Interop (grpc/grpc's interop test service, Tools/Interop)
 
         .target(
@@ -301,6 +326,7 @@ let package = Package(
         .testTarget(
             name: "PostgresTests",
             dependencies: [
+                "HabitFlowTestSupport",
                 "HabitFlowPostgres",
                 "HabitFlowOutbox",
                 "HabitFlowEvents",
@@ -322,6 +348,24 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tests/TLSTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ServiceKitTests",
+            dependencies: [
+                "HabitFlowTestSupport",
+                "GRPCInteropTesting",
+                "HabitFlowEvents",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowOutbox",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/ServiceKitTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,3 +1,4 @@
+import HabitFlowTestSupport
 import Foundation
 import HabitFlowPostgres
 import Testing

@@ -1,0 +1,219 @@
+public import Foundation
+internal import HabitFlowCrypto
+public import HabitFlowRPC
+
+/// Who is calling a service, as the internal credential vouches for it: the calling process and, for calls made on a
+/// user's behalf, the user (with the session and client address the gateway saw).
+///
+/// The host's interceptor binds it around every handler; a handler asks ``requireUser()``.
+public struct CallerIdentity: Sendable, Hashable {
+    /// The calling process, for example `gateway` or `auth` (the outbox relay).
+    public var caller: String
+    public var userID: UUID?
+    /// The access token's session, when the gateway authenticated a user.
+    public var sessionID: String?
+    /// The end client's address as the gateway saw it (for per-address throttling).
+    public var clientAddress: String?
+
+    public init(caller: String, userID: UUID? = nil, sessionID: String? = nil, clientAddress: String? = nil) {
+        self.caller = caller
+        self.userID = userID
+        self.sessionID = sessionID
+        self.clientAddress = clientAddress
+    }
+
+    @TaskLocal public static var current: CallerIdentity?
+
+    /// The user the current call acts for; `UNAUTHENTICATED` when the call carries none (a public RPC reached without
+    /// the gateway's authentication, or an internal call that forgot the user).
+    public static func requireUser() throws(RPCError) -> UUID {
+        guard let userID = current?.userID else {
+            throw RPCError.unauthenticated(reason: "USER_REQUIRED", "this call needs an authenticated user")
+        }
+        return userID
+    }
+}
+
+/// The credential every call between HabitFlow processes carries (DESIGN.md section 2, identity inside the mesh): the
+/// caller's identity in metadata plus an HMAC-SHA256 over it, the method and the time, keyed with a secret only the
+/// processes share. A client cannot forge a user id because it cannot compute the MAC; a captured credential is good
+/// for one method and five minutes.
+public struct InternalCredential: Sendable {
+    public enum Key {
+        public static let caller = "x-habitflow-caller"
+        public static let userID = "x-habitflow-user-id"
+        public static let sessionID = "x-habitflow-session-id"
+        public static let clientAddress = "x-habitflow-client-address"
+        public static let issuedAt = "x-habitflow-issued-at"
+        public static let signature = "x-habitflow-internal-auth"
+        static let all = [caller, userID, sessionID, clientAddress, issuedAt, signature]
+    }
+
+    /// How far a credential's time may be from the verifier's clock, either way.
+    public static let maximumClockSkew: TimeInterval = 300
+
+    private let key: [UInt8]
+
+    public init(secret: String) {
+        precondition(!secret.isEmpty, "the internal secret must not be empty")
+        key = Array(secret.utf8)
+    }
+
+    /// The metadata that vouches for `identity` on a call of `method`.
+    public func metadata(for identity: CallerIdentity, method: MethodDescriptor, now: Date = Date()) -> Metadata {
+        var metadata = Metadata()
+        sign(identity, method: method, now: now, into: &metadata)
+        return metadata
+    }
+
+    /// Replaces any credential entries in `metadata` with ones vouching for `identity`.
+    public func sign(_ identity: CallerIdentity, method: MethodDescriptor, now: Date = Date(), into metadata: inout Metadata) {
+        for key in Key.all { metadata.removeAll(key) }
+        let issuedAt = String(Int64(now.timeIntervalSince1970))
+        metadata.add(Key.caller, identity.caller)
+        if let userID = identity.userID { metadata.add(Key.userID, userID.uuidString.lowercased()) }
+        if let sessionID = identity.sessionID { metadata.add(Key.sessionID, sessionID) }
+        if let clientAddress = identity.clientAddress { metadata.add(Key.clientAddress, clientAddress) }
+        metadata.add(Key.issuedAt, issuedAt)
+        metadata.add(Key.signature, hexString(mac(identity, issuedAt: issuedAt, path: method.path)))
+    }
+
+    /// The identity `metadata` vouches for on a call of `method`; `UNAUTHENTICATED` when it is missing, forged,
+    /// made for another method or too old.
+    public func verify(_ metadata: Metadata, method: MethodDescriptor, now: Date = Date()) throws(RPCError) -> CallerIdentity {
+        guard let caller = metadata[Key.caller], let issuedAt = metadata[Key.issuedAt],
+            let signature = metadata[Key.signature]
+        else {
+            throw RPCError.unauthenticated(
+                reason: "INTERNAL_CREDENTIAL_MISSING", "calls to HabitFlow services go through the gateway")
+        }
+        var identity = CallerIdentity(
+            caller: caller, sessionID: metadata[Key.sessionID], clientAddress: metadata[Key.clientAddress])
+        if let userID = metadata[Key.userID] {
+            guard let parsed = UUID(uuidString: userID) else { throw invalid("the user id is not a UUID") }
+            identity.userID = parsed
+        }
+        guard let seconds = Int64(issuedAt),
+            abs(now.timeIntervalSince1970 - TimeInterval(seconds)) <= Self.maximumClockSkew
+        else { throw invalid("the credential's time is out of range") }
+        // The MAC covers the user id as sent (lowercased when we sign), so compare over that canonical form.
+        guard let received = bytes(fromHex: signature),
+            ConstantTime.equals(received, mac(identity, issuedAt: issuedAt, path: method.path))
+        else { throw invalid("the credential's signature does not match") }
+        return identity
+    }
+
+    private func invalid(_ message: String) -> RPCError {
+        RPCError.unauthenticated(reason: "INTERNAL_CREDENTIAL_INVALID", message)
+    }
+
+    private func mac(_ identity: CallerIdentity, issuedAt: String, path: String) -> [UInt8] {
+        // Fields joined by newlines, which none of them may contain (metadata values cannot).
+        let fields = [
+            "v1", identity.caller, identity.userID?.uuidString.lowercased() ?? "", identity.sessionID ?? "",
+            identity.clientAddress ?? "", issuedAt, path,
+        ]
+        return SHA256.hmac(key: key, data: Array(fields.joined(separator: "\n").utf8))
+    }
+}
+
+private func hexString(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var text: [UInt8] = []
+    text.reserveCapacity(bytes.count * 2)
+    for byte in bytes {
+        text.append(digits[Int(byte >> 4)])
+        text.append(digits[Int(byte & 0x0f)])
+    }
+    return String(decoding: text, as: UTF8.self)
+}
+
+private func bytes(fromHex text: String) -> [UInt8]? {
+    let utf8 = Array(text.utf8)
+    guard utf8.count.isMultiple(of: 2) else { return nil }
+    func nibble(_ character: UInt8) -> UInt8? {
+        switch character {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
+        default: nil
+        }
+    }
+    var result: [UInt8] = []
+    result.reserveCapacity(utf8.count / 2)
+    var index = 0
+    while index < utf8.count {
+        guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
+        result.append(high << 4 | low)
+        index += 2
+    }
+    return result
+}
+
+/// Server side: refuses calls without a valid internal credential (except the side services a load balancer or
+/// grpcurl may call: health and reflection) and binds ``CallerIdentity/current`` for the handler.
+public struct InternalCredentialServerInterceptor: ServerInterceptor {
+    private let credential: InternalCredential
+    private let openServices: Set<String>
+
+    public static let sideServices: Set<String> = [
+        "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection",
+    ]
+
+    public init(credential: InternalCredential, openServices: Set<String> = sideServices) {
+        self.credential = credential
+        self.openServices = openServices
+    }
+
+    public func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
+        if openServices.contains(context.method.service) { return try await next() }
+        let identity = try credential.verify(context.requestMetadata, method: context.method)
+        try await CallerIdentity.$current.withValue(identity) { try await next() }
+    }
+}
+
+/// Client side: signs every call of a channel. The identity is the one the call's metadata names (the gateway and
+/// tests set `x-habitflow-user-id` and friends, see ``CallOptions/onBehalf(of:)``), else the identity of the call
+/// being served (``CallerIdentity/current``: a service calling another on its user's behalf), else just the caller.
+public struct InternalCredentialClientInterceptor: ClientInterceptor {
+    private let credential: InternalCredential
+    private let caller: String
+
+    public init(credential: InternalCredential, caller: String) {
+        self.credential = credential
+        self.caller = caller
+    }
+
+    public func willStart(_ call: inout ClientCallDetails) async throws {
+        let metadata = call.options.metadata
+        var identity = CallerIdentity(caller: caller)
+        if let userID = metadata[InternalCredential.Key.userID] {
+            guard let parsed = UUID(uuidString: userID) else {
+                throw RPCError(.invalidArgument, "\(InternalCredential.Key.userID) is not a UUID")
+            }
+            identity.userID = parsed
+            identity.sessionID = metadata[InternalCredential.Key.sessionID]
+            identity.clientAddress = metadata[InternalCredential.Key.clientAddress]
+        } else if let current = CallerIdentity.current {
+            identity.userID = current.userID
+            identity.sessionID = current.sessionID
+            identity.clientAddress = current.clientAddress
+        } else {
+            identity.clientAddress = metadata[InternalCredential.Key.clientAddress]
+        }
+        credential.sign(identity, method: call.method, into: &call.options.metadata)
+    }
+}
+
+extension CallOptions {
+    /// Options for a call on `userID`'s behalf through a channel with an ``InternalCredentialClientInterceptor``.
+    public static func onBehalf(
+        of userID: UUID, sessionID: String? = nil, clientAddress: String? = nil, timeout: Duration? = nil
+    ) -> CallOptions {
+        var options = CallOptions()
+        options.timeout = timeout
+        options.metadata.add(InternalCredential.Key.userID, userID.uuidString.lowercased())
+        if let sessionID { options.metadata.add(InternalCredential.Key.sessionID, sessionID) }
+        if let clientAddress { options.metadata.add(InternalCredential.Key.clientAddress, clientAddress) }
+        return options
+    }
+}

@@ -1,0 +1,279 @@
+public import Foundation
+internal import HabitFlowEvents
+internal import HabitFlowGRPCSideServiceProtos
+internal import HabitFlowOutbox
+public import HabitFlowPostgres
+public import HabitFlowRPC
+public import HabitFlowRPCClient
+internal import HabitFlowRPCServer
+public import HabitFlowRPCSideServices
+public import Logging
+public import Prometheus
+internal import Synchronization
+
+/// What makes one service: its name (schema, role, migrations folder), its API descriptors for reflection, the
+/// events its outbox publishes and to whom, and how to build its RPC services from the runtime.
+///
+/// ```swift
+/// let definition = ServiceDefinition(name: "habits", descriptorSets: [HabitFlowHabitsProtosDescriptorSet.base64],
+///                                    eventRoutes: ["habitflow.events.v1.HabitDeleted": ["goals"]]) { runtime in
+///     [HabitsService(pool: runtime.pool), ...]
+/// }
+/// await ServiceMain.run(definition)  // or, in tests, try await ServiceHost.start(definition, configuration: ..., logger: ...)
+/// ```
+public struct ServiceDefinition: Sendable {
+    public var name: String
+    /// Base64 `FileDescriptorSet`s of the services' protos (the generated `…DescriptorSet.base64`), for reflection.
+    public var descriptorSets: [String]
+    /// Subscribers of each event type the outbox carries, by service name; empty when the service publishes nothing.
+    public var eventRoutes: [String: [String]]
+    public var makeServices: @Sendable (ServiceRuntime) async throws -> [any RPCService]
+
+    public init(
+        name: String, descriptorSets: [String] = [], eventRoutes: [String: [String]] = [:],
+        makeServices: @escaping @Sendable (ServiceRuntime) async throws -> [any RPCService]
+    ) {
+        self.name = name
+        self.descriptorSets = descriptorSets
+        self.eventRoutes = eventRoutes
+        self.makeServices = makeServices
+    }
+}
+
+/// What a service's code gets from its host: configuration, logger, database pool, metrics and channels to the
+/// other services (which sign every call with the internal credential).
+public struct ServiceRuntime: Sendable {
+    public let configuration: ServiceConfiguration
+    public let logger: Logger
+    public let credential: InternalCredential
+    public let metrics: PrometheusCollectorRegistry
+    private let database: PostgresPool?
+    private let channels: ServiceChannels
+
+    init(
+        configuration: ServiceConfiguration, logger: Logger, database: PostgresPool?, metrics: PrometheusCollectorRegistry
+    ) {
+        self.configuration = configuration
+        self.logger = logger
+        self.credential = InternalCredential(secret: configuration.internalSecret)
+        self.metrics = metrics
+        self.database = database
+        self.channels = ServiceChannels()
+    }
+
+    /// The service's connection pool (as its own role, in its own schema).
+    public var pool: PostgresPool {
+        guard let database else { preconditionFailure("\(configuration.name) runs without a database URL") }
+        return database
+    }
+
+    /// One shared channel per service, round-robin over its configured replicas; calls carry the internal credential
+    /// with the identity of the call being served (see ``InternalCredentialClientInterceptor``).
+    public func channel(to service: String) throws -> RPCChannel {
+        try channels.channel(to: service) {
+            var channelConfiguration = RPCChannelConfiguration(targets: configuration.addresses(of: service))
+            channelConfiguration.connectTimeout = .seconds(5)
+            channelConfiguration.backoff.maximum = .seconds(10)
+            return try RPCChannel(
+                configuration: channelConfiguration,
+                interceptors: [InternalCredentialClientInterceptor(credential: credential, caller: configuration.name)],
+                logger: logger)
+        }
+    }
+
+    func closeChannels() async {
+        await channels.closeAll()
+    }
+}
+
+private final class ServiceChannels: Sendable {
+    private let channels = Mutex<[String: RPCChannel]>([:])
+
+    func channel(to service: String, make: () throws -> RPCChannel) throws -> RPCChannel {
+        try channels.withLock { channels in
+            if let existing = channels[service] { return existing }
+            let channel = try make()
+            channels[service] = channel
+            return channel
+        }
+    }
+
+    func closeAll() async {
+        let all = channels.withLock { channels in
+            defer { channels = [:] }
+            return Array(channels.values)
+        }
+        for channel in all { await channel.close() }
+    }
+}
+
+/// One running service: migrations applied, RPC server listening (with health, reflection, metrics and the
+/// internal-credential check), outbox relay delivering. Executables run it through ``ServiceMain``; tests start it
+/// on port 0 and shut it down.
+public final class ServiceHost: Sendable {
+    public let runtime: ServiceRuntime
+    public let health: HealthStatusRegistry
+    private let server: RPCServer
+    private let metricsEndpoint: MetricsEndpoint?
+    private let relay: Task<Void, Never>?
+
+    /// The RPC port (the real one when configured with port 0).
+    public var port: Int { server.localAddress?.port ?? runtime.configuration.port }
+    /// The metrics port, when one is served.
+    public var metricsPort: Int? { metricsEndpoint?.port }
+
+    public static func start(
+        _ definition: ServiceDefinition, configuration: ServiceConfiguration, logger: Logger
+    ) async throws -> ServiceHost {
+        if configuration.internalSecret == ServiceConfiguration.localDevelopmentSecret {
+            logger.warning("using the local development internal secret; set HABITFLOW_INTERNAL_SECRET outside a laptop")
+        }
+        let pool = configuration.databaseURL.map { url in
+            var poolConfiguration = PostgresPool.Configuration(connectionString: url)
+            poolConfiguration.maximumConnections = configuration.databasePoolSize
+            return PostgresPool(configuration: poolConfiguration, logger: logger)
+        }
+        let runtime = ServiceRuntime(
+            configuration: configuration, logger: logger, database: pool, metrics: PrometheusCollectorRegistry())
+        do {
+            return try await start(definition, runtime: runtime, pool: pool)
+        } catch {
+            await runtime.closeChannels()
+            await pool?.shutdown()
+            throw error
+        }
+    }
+
+    private static func start(
+        _ definition: ServiceDefinition, runtime: ServiceRuntime, pool: PostgresPool?
+    ) async throws -> ServiceHost {
+        let configuration = runtime.configuration
+        if let pool {
+            let directory = (configuration.sqlDirectory as NSString).appendingPathComponent(definition.name)
+            let applied = try await PostgresMigrations.migrate(
+                service: definition.name, pool: pool, directory: directory, logger: runtime.logger)
+            if !applied.isEmpty {
+                runtime.logger.info("applied migrations", metadata: ["files": "\(applied.map(\.fileName))"])
+            }
+        }
+        let services = try await definition.makeServices(runtime)
+        let health = HealthStatusRegistry()
+        let servedNames = services.map(\.serviceName)
+        let reflection = try ReflectionService(
+            descriptorSets: definition.descriptorSets + [
+                GRPCSideServicesDescriptorSet.base64, HabitFlowEventsDescriptorSet.base64,
+            ],
+            serviceNames: servedNames + [Grpc_Health_V1_Health.name] + ReflectionService.serviceNames)
+        let server = RPCServer(
+            configuration: RPCServerConfiguration(host: configuration.host, port: configuration.port),
+            services: services + [HealthService(registry: health)] + reflection.services,
+            interceptors: [
+                RPCMetricsInterceptor(registry: runtime.metrics),
+                ErrorMappingServerInterceptor(logger: runtime.logger),
+                InternalCredentialServerInterceptor(credential: runtime.credential),
+            ],
+            logger: runtime.logger)
+        try await server.start()
+
+        let metricsEndpoint: MetricsEndpoint?
+        do {
+            metricsEndpoint = try await configuration.metricsPort.asyncMap { port in
+                try await MetricsEndpoint.start(host: configuration.host, port: port, registry: runtime.metrics)
+            }
+        } catch {
+            await server.shutdown()
+            throw error
+        }
+
+        var relay: Task<Void, Never>?
+        if let pool, !definition.eventRoutes.isEmpty {
+            var routes: [String: [Habitflow_Events_V1_EventSubscriber.Client]] = [:]
+            for (eventType, subscribers) in definition.eventRoutes {
+                routes[eventType] = try subscribers.map {
+                    Habitflow_Events_V1_EventSubscriber.Client(transport: try runtime.channel(to: $0))
+                }
+            }
+            let outboxRelay = OutboxRelay(
+                pool: pool, configuration: .init(schema: definition.name), sink: RPCEventSink(routes: routes),
+                logger: runtime.logger)
+            let logger = runtime.logger
+            relay = Task {
+                do {
+                    try await outboxRelay.run()
+                } catch {
+                    logger.error("outbox relay stopped", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+
+        health.setStatus(.serving)
+        for name in servedNames { health.setStatus(.serving, for: name) }
+        return ServiceHost(
+            runtime: runtime, health: health, server: server, metricsEndpoint: metricsEndpoint, relay: relay)
+    }
+
+    private init(
+        runtime: ServiceRuntime, health: HealthStatusRegistry, server: RPCServer, metricsEndpoint: MetricsEndpoint?,
+        relay: Task<Void, Never>?
+    ) {
+        self.runtime = runtime
+        self.health = health
+        self.server = server
+        self.metricsEndpoint = metricsEndpoint
+        self.relay = relay
+    }
+
+    /// Serves until ``shutdown()`` completes.
+    public func run() async throws {
+        try await server.run()
+    }
+
+    /// Graceful: health NOT_SERVING, GOAWAY and in-flight calls finish (within the server's grace period), then the
+    /// relay, channels and pool close.
+    public func shutdown() async {
+        health.markAllNotServing()
+        await server.shutdown()
+        relay?.cancel()
+        await relay?.value
+        await metricsEndpoint?.close()
+        await runtime.closeChannels()
+        if runtime.configuration.databaseURL != nil { await runtime.pool.shutdown() }
+    }
+}
+
+extension Optional {
+    fileprivate func asyncMap<Mapped>(_ transform: (Wrapped) async throws -> Mapped) async throws -> Mapped? {
+        guard let self else { return nil }
+        return try await transform(self)
+    }
+}
+
+/// Turns what a handler throws into a status a client may see: ``RPCError``s pass; a database that cannot be reached
+/// is `UNAVAILABLE` (retryable); anything else is `INTERNAL` with a correlation id that finds the logged error.
+public struct ErrorMappingServerInterceptor: ServerInterceptor {
+    private let logger: Logger
+
+    public init(logger: Logger) {
+        self.logger = logger
+    }
+
+    public func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
+        do {
+            try await next()
+        } catch let error as RPCError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch let error as PostgresError
+            where [.connectionFailed, .connectionLost, .poolTimeout, .poolClosed].contains(error.kind)
+        {
+            logger.warning("database unavailable", metadata: ["method": "\(context.method)", "error": "\(error)"])
+            throw RPCError(.unavailable, "the database is unavailable; retry later")
+        } catch {
+            let correlationID = UUID().uuidString.lowercased()
+            logger.error(
+                "call failed", metadata: ["method": "\(context.method)", "correlation_id": "\(correlationID)", "error": "\(error)"])
+            throw RPCError.internalError(correlationID: correlationID)
+        }
+    }
+}
