@@ -2,12 +2,18 @@ internal import HabitFlowCrypto
 public import NIOPosix
 internal import Synchronization
 
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
 /// bcrypt on a dedicated thread pool.
 ///
 /// A cost-12 hash is about a quarter of a second of CPU. Run on a SwiftNIO event loop it would stall every
 /// connection of that loop, and on Swift's cooperative pool it would starve other tasks, so hashing runs on its own
 /// threads, one per core: logins queue for a thread while other RPCs keep their latency
-/// (Benchmarks/auth.sh measures it). Work still queued when its call is cancelled (deadline, client gone) is dropped.
+/// (Benchmarks/auth.sh measures it). The threads also run at a lower scheduling priority (nice +10), so when logins
+/// saturate every core the event loops still get the CPU first. Work still queued when its call is cancelled
+/// (deadline, client gone) is dropped.
 public final class PasswordHasher: Sendable {
     /// The bcrypt cost of new hashes (2^cost rounds).
     public let cost: Int
@@ -33,7 +39,10 @@ public final class PasswordHasher: Sendable {
     /// A new `$2b$` hash of `password` with a random salt.
     func hash(_ password: String) async throws -> String {
         let cost = self.cost
-        return try await threads.runIfActive { try BCrypt.hash(password, cost: cost) }
+        return try await threads.runIfActive {
+            lowerThreadPriority()
+            return try BCrypt.hash(password, cost: cost)
+        }
     }
 
     /// Whether `password` matches `hash` (constant-time comparison inside). With no hash, checks against a dummy
@@ -41,10 +50,16 @@ public final class PasswordHasher: Sendable {
     func verify(_ password: String, against hash: String?) async throws -> Bool {
         guard let hash else {
             let dummy = try await self.dummy()
-            _ = try await threads.runIfActive { BCrypt.verify(password, against: dummy) }
+            _ = try await threads.runIfActive {
+                lowerThreadPriority()
+                return BCrypt.verify(password, against: dummy)
+            }
             return false
         }
-        return try await threads.runIfActive { BCrypt.verify(password, against: hash) }
+        return try await threads.runIfActive {
+            lowerThreadPriority()
+            return BCrypt.verify(password, against: hash)
+        }
     }
 
     private func dummy() async throws -> String {
@@ -57,3 +72,15 @@ public final class PasswordHasher: Sendable {
         }
     }
 }
+
+/// Makes the calling thread (a hashing thread) yield to the event loops: on Linux `PRIO_PROCESS` with id 0 sets the
+/// calling thread's nice value. Raising it needs no privilege; later calls find it raised already (a cheap syscall
+/// next to a bcrypt).
+private func lowerThreadPriority() {
+    #if canImport(Glibc)
+    let which = __priority_which_t(PRIO_PROCESS.rawValue)
+    if getpriority(which, 0) < hashingNiceness { _ = setpriority(which, 0, hashingNiceness) }
+    #endif
+}
+
+private let hashingNiceness: Int32 = 10

@@ -5,7 +5,7 @@ internal import Logging
 internal import Synchronization
 
 /// An Ed25519 key that signs access tokens, with its schedule.
-struct SigningKey: Sendable {
+struct StoredSigningKey: Sendable {
     var keyID: String
     var publicKey: Ed25519.PublicKey
     /// Only loaded for keys whose private half could be opened with the key-encryption key.
@@ -29,7 +29,7 @@ final class SigningKeyRing: Sendable {
     private let settings: AuthSettings
     private let logger: Logger
     /// Keys as last read, and when; re-read at most every ``cacheLifetime``.
-    private let cache = Mutex<(keys: [SigningKey], loadedAt: ContinuousClock.Instant)?>(nil)
+    private let cache = Mutex<(keys: [StoredSigningKey], loadedAt: ContinuousClock.Instant)?>(nil)
     private let cacheLifetime: Duration = .seconds(30)
 
     init(pool: PostgresPool, settings: AuthSettings, logger: Logger) {
@@ -39,7 +39,7 @@ final class SigningKeyRing: Sendable {
     }
 
     /// The key to sign with now, adding the first key or the next one when it is due.
-    func signingKey() async throws -> SigningKey {
+    func signingKey() async throws -> StoredSigningKey {
         let now = settings.clock.now()
         var keys = try await loadKeys()
         if needsNewKey(keys, now: now) {
@@ -53,7 +53,7 @@ final class SigningKeyRing: Sendable {
     }
 
     /// The keys verifiers need now: pending, signing and retired-but-still-verifying ones.
-    func verificationKeys() async throws -> [SigningKey] {
+    func verificationKeys() async throws -> [StoredSigningKey] {
         // Makes sure a first key (or a due next key) exists, so the gateway never gets an empty set.
         _ = try await signingKey()
         let now = settings.clock.now()
@@ -66,11 +66,11 @@ final class SigningKeyRing: Sendable {
         try await pool.execute("DELETE FROM signing_keys WHERE not_after < \(cutoff)")
     }
 
-    static func current(in keys: [SigningKey], at now: Date) -> SigningKey? {
+    static func current(in keys: [StoredSigningKey], at now: Date) -> StoredSigningKey? {
         keys.filter { $0.activateAt <= now }.max { $0.activateAt < $1.activateAt }
     }
 
-    private func needsNewKey(_ keys: [SigningKey], now: Date) -> Bool {
+    private func needsNewKey(_ keys: [StoredSigningKey], now: Date) -> Bool {
         guard let current = Self.current(in: keys, at: now) else { return true }
         if keys.contains(where: { $0.activateAt > current.activateAt }) { return false }  // the next one is published
         let due = current.activateAt.addingTimeInterval(
@@ -78,13 +78,13 @@ final class SigningKeyRing: Sendable {
         return now >= due
     }
 
-    private func loadKeys(force: Bool = false) async throws -> [SigningKey] {
+    private func loadKeys(force: Bool = false) async throws -> [StoredSigningKey] {
         if !force, let cached = cache.withLock({ $0 }), ContinuousClock.now - cached.loadedAt < cacheLifetime {
             return cached.keys
         }
         let rows = try await pool.query(
             "SELECT key_id, public_key, sealed_private_key, activate_at, not_after FROM signing_keys ORDER BY activate_at")
-        var keys: [SigningKey] = []
+        var keys: [StoredSigningKey] = []
         for row in rows {
             let keyID = try row.decode("key_id", as: String.self)
             do {
@@ -92,7 +92,7 @@ final class SigningKeyRing: Sendable {
                 let seed = try AES256GCM.open(sealed, key: settings.keyEncryptionKey, additionalData: Array(keyID.utf8))
                 let privateKey = try Ed25519.PrivateKey(rawRepresentation: seed)
                 keys.append(
-                    SigningKey(
+                    StoredSigningKey(
                         keyID: keyID, publicKey: privateKey.publicKey, privateKey: privateKey,
                         activateAt: try row.decode("activate_at"), notAfter: try row.decode("not_after")))
             } catch let error as CryptoError {

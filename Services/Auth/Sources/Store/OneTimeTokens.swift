@@ -29,6 +29,21 @@ enum OneTimeTokenStore {
         return token
     }
 
+    /// The account a token would act for, without using it up (nil when it could not be used now).
+    static func peek(
+        presented: String, purpose: OneTimeTokenPurpose, now: Date, on database: some PostgresQueryable
+    ) async throws -> (userID: UUID, newEmail: String?)? {
+        guard let hash = OpaqueToken.hash(of: presented) else { return nil }
+        guard
+            let row = try await database.queryRow(
+                """
+                SELECT user_id, new_email FROM one_time_tokens \
+                WHERE token_hash = \(hash) AND purpose = \(purpose.rawValue) AND used_at IS NULL AND expires_at > \(now)
+                """)
+        else { return nil }
+        return (try row.decode("user_id"), try row.decode("new_email"))
+    }
+
     /// Uses the token up, atomically: of two concurrent uses one wins. Returns its account (and new email) or nil
     /// when it is unknown, used, expired or for another purpose.
     static func consume(
@@ -60,7 +75,7 @@ struct OutgoingMail: Sendable {
 /// ``MailDispatcher``.
 enum MailOutboxStore {
     static func enqueue(
-        to recipient: String, subject: String, body: String, userID: UUID, now: Date,
+        to recipient: String, subject: String, body: String, userID: UUID?, now: Date,
         on transaction: PostgresTransaction
     ) async throws {
         try await transaction.execute(

@@ -189,12 +189,12 @@ enum UserStore {
             """) != nil
     }
 
+    static let emailInUse = RPCError.alreadyExists(
+        resourceType: "user", name: "email", "an account with this email already exists")
+    static let usernameInUse = RPCError.alreadyExists(resourceType: "user", name: "username", "the username is taken")
+
+    /// The unique index a violation hit, as the error the client sees.
     private static func takenError(_ error: PostgresError) -> RPCError {
-        switch error.constraint {
-        case "users_username_key":
-            RPCError.alreadyExists("the username is taken", field: "username")
-        default:
-            RPCError.alreadyExists("an account with this email already exists", field: "email")
-        }
+        error.constraint == "users_username_key" ? usernameInUse : emailInUse
     }
 }
