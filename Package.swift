@@ -134,6 +134,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Access tokens (Ed25519 JWTs), JWK Sets and OIDC ID tokens (Google, Apple): one JOSE core shared by the auth
+        // service, which issues and verifies, and the gateway, which only verifies. NIOHTTP1 + TLS fetch providers'
+        // key sets over https.
+        .target(
+            name: "HabitFlowTokens",
+            dependencies: [
+                "HabitFlowCrypto",
+                "HabitFlowTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Shared/Tokens",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: RPC runtime (gRPC over HTTP/2)
 
         .target(
@@ -369,8 +385,23 @@ let package = Package(
         ),
         .testTarget(
             name: "CryptoTests",
-            dependencies: ["HabitFlowCrypto"],
+            dependencies: ["HabitFlowCrypto", "HabitFlowTestSupport"],
             path: "Tests/CryptoTests",
+            swiftSettings: swiftSettings
+        ),
+        // Tokens against keys the tests generate, and key sets fetched from an https server started in the test.
+        .testTarget(
+            name: "TokensTests",
+            dependencies: [
+                "HabitFlowTokens",
+                "HabitFlowCrypto",
+                "HabitFlowTLS",
+                "HabitFlowTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/TokensTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
