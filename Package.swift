@@ -253,6 +253,56 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Services (one library target with the logic, one tiny executable each)
+
+        // Generated code of Schemas/proto/habitflow/auth (scripts/generate-protos): used by auth, the gateway and the SDK.
+        .target(
+            name: "HabitFlowAuthProtos",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/Protos/Auth/Generated",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowAuth",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowEvents",
+                "HabitFlowOutbox",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowServiceKit",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Services/Auth/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-auth",
+            dependencies: ["HabitFlowAuth", "HabitFlowServiceKit"],
+            path: "Services/Auth/Main",
+            swiftSettings: swiftSettings
+        ),
+        // Logins per second (bcrypt cost 12) and a cheap RPC's p99 with and without login load (Benchmarks/auth.sh).
+        .executableTarget(
+            name: "auth-benchmark",
+            dependencies: [
+                "HabitFlowAuth",
+                "HabitFlowAuthProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Benchmarks/AuthBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Interop (grpc/grpc's interop test service, Tools/Interop)
 
         .target(
@@ -411,6 +461,27 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/ServiceKitTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AuthTests",
+            dependencies: [
+                "HabitFlowAuth",
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowEvents",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                "HabitFlowTestSupport",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/AuthTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
