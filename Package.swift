@@ -346,6 +346,41 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Generated code of Schemas/proto/habitflow/gateway (the gateway's own API: the dashboard).
+        .target(
+            name: "HabitFlowGatewayProtos",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/Protos/Gateway/Generated",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowGateway",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowRPCSideServices",
+                "HabitFlowServiceKit",
+                "HabitFlowTLS",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            path: "Services/Gateway/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-gateway",
+            dependencies: ["HabitFlowGateway", "HabitFlowServiceKit"],
+            path: "Services/Gateway/Main",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Interop (grpc/grpc's interop test service, Tools/Interop)
 
         .target(
