@@ -56,11 +56,31 @@ private func openssl(_ arguments: [String], in directory: String) throws -> Stri
     return result.output
 }
 
-private func temporaryDirectory() throws -> String {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("habitflow-crypto-\(UUID().uuidString)")
-        .path
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
+/// What the openssl command line made: a key pair (`key.pem` in `directory`, for more openssl commands) and its
+/// SHA-256 signature of `message`, in openssl's own encoding (DER for ECDSA).
+private struct OpenSSLSignature {
+    var directory: String
+    var message: [UInt8]
+    var signature: [UInt8]
+}
+
+/// Generates a key with `openssl genpkey -algorithm ALGORITHM -pkeyopt OPTION`, signs a fresh message with
+/// `openssl dgst -sha256 -sign` and hands both to `body` in a temporary directory removed afterwards.
+private func withOpenSSLSignature(
+    algorithm: String,
+    keyOption: String,
+    _ body: (OpenSSLSignature) throws -> Void
+) throws {
+    let directory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("habitflow-crypto-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    _ = try openssl(["genpkey", "-algorithm", algorithm, "-pkeyopt", keyOption, "-out", "key.pem"], in: directory)
+    let message = "signed by openssl \(UUID())"
+    try message.write(toFile: "\(directory)/message", atomically: true, encoding: .utf8)
+    _ = try openssl(["dgst", "-sha256", "-sign", "key.pem", "-out", "signature", "message"], in: directory)
+    let signature = Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/signature")))
+    try body(OpenSSLSignature(directory: directory, message: Array(message.utf8), signature: signature))
 }
 
 private func bytes(hex: String) -> [UInt8] {
@@ -138,21 +158,15 @@ struct RSATests {
 
     @Test("verifies a signature made by the openssl command line")
     func opensslSignature() throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        _ = try openssl(
-            ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:3072", "-out", "key.pem"], in: directory)
-        let message = "signed by openssl \(UUID())"
-        try message.write(toFile: "\(directory)/message", atomically: true, encoding: .utf8)
-        _ = try openssl(["dgst", "-sha256", "-sign", "key.pem", "-out", "signature", "message"], in: directory)
-        let modulusLine = try openssl(["rsa", "-in", "key.pem", "-noout", "-modulus"], in: directory)
-        let modulus = bytes(
-            hex: String(modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Modulus=".count)))
-        let key = try RSA.PublicKey(modulus: modulus, exponent: [1, 0, 1])
-        #expect(key.modulusBitCount == 3072)
-        let signature = Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/signature")))
-        #expect(key.isValidSignature(signature, for: Array(message.utf8)))
-        #expect(!key.isValidSignature(signature, for: Array((message + ".").utf8)))
+        try withOpenSSLSignature(algorithm: "RSA", keyOption: "rsa_keygen_bits:3072") { made in
+            let modulusLine = try openssl(["rsa", "-in", "key.pem", "-noout", "-modulus"], in: made.directory)
+            let modulus = bytes(
+                hex: String(modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Modulus=".count)))
+            let key = try RSA.PublicKey(modulus: modulus, exponent: [1, 0, 1])
+            #expect(key.modulusBitCount == 3072)
+            #expect(key.isValidSignature(made.signature, for: made.message))
+            #expect(!key.isValidSignature(made.signature, for: made.message + [0]))
+        }
     }
 
     @Test("refuses moduli under 2048 bits, bad exponents and small generated keys")
@@ -229,24 +243,18 @@ struct P256Tests {
 
     @Test("verifies a signature made by the openssl command line (DER converted to r || s)")
     func opensslSignature() throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        _ = try openssl(
-            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "key.pem"], in: directory)
-        _ = try openssl(["pkey", "-in", "key.pem", "-pubout", "-outform", "DER", "-out", "public.der"], in: directory)
-        let message = "signed by openssl \(UUID())"
-        try message.write(toFile: "\(directory)/message", atomically: true, encoding: .utf8)
-        _ = try openssl(["dgst", "-sha256", "-sign", "key.pem", "-out", "signature", "message"], in: directory)
-
-        // SubjectPublicKeyInfo for P-256 ends with the 65-byte uncompressed point.
-        let point = Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/public.der")).suffix(65))
-        try #require(point.first == 0x04)
-        let key = try P256.PublicKey(x: Array(point[1...32]), y: Array(point[33...64]))
-        let der = Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/signature")))
-        let raw = try rawSignature(fromDER: der)
-        #expect(key.isValidSignature(raw, for: Array(message.utf8)))
-        #expect(!key.isValidSignature(der, for: Array(message.utf8)))  // DER is not the JOSE form
-        #expect(!key.isValidSignature(raw, for: Array((message + ".").utf8)))
+        try withOpenSSLSignature(algorithm: "EC", keyOption: "ec_paramgen_curve:P-256") { made in
+            _ = try openssl(
+                ["pkey", "-in", "key.pem", "-pubout", "-outform", "DER", "-out", "public.der"], in: made.directory)
+            // SubjectPublicKeyInfo for P-256 ends with the 65-byte uncompressed point.
+            let point = Array(try Data(contentsOf: URL(fileURLWithPath: "\(made.directory)/public.der")).suffix(65))
+            try #require(point.first == 0x04)
+            let key = try P256.PublicKey(x: Array(point[1...32]), y: Array(point[33...64]))
+            let raw = try rawSignature(fromDER: made.signature)
+            #expect(key.isValidSignature(raw, for: made.message))
+            #expect(!key.isValidSignature(made.signature, for: made.message))  // DER is not the JOSE form
+            #expect(!key.isValidSignature(raw, for: made.message + [0]))
+        }
     }
 
     @Test("refuses points off the curve and coordinates of the wrong size")
