@@ -77,10 +77,17 @@ struct IDTokenTests {
     let appleECKey: ProviderKey
     let verifier: IDTokenVerifier
 
+    /// Generated once for the suite (each test gets a fresh instance): RSA key generation is most of its CPU time.
+    private static let sharedKeys = Result { () throws -> [ProviderKey] in
+        [
+            try .rsa(kid: "a50f6e70ef4b548a5fd9142eecd1fb8f54dce9ee"), try .rsa(kid: "Sf2lFqwkpX"),
+            try .p256(kid: "apple-ec-1"),
+        ]
+    }
+
     init() throws {
-        googleKey = try .rsa(kid: "a50f6e70ef4b548a5fd9142eecd1fb8f54dce9ee")
-        appleRSAKey = try .rsa(kid: "Sf2lFqwkpX")
-        appleECKey = try .p256(kid: "apple-ec-1")
+        let keys = try Self.sharedKeys.get()
+        (googleKey, appleRSAKey, appleECKey) = (keys[0], keys[1], keys[2])
         verifier = IDTokenVerifier(providers: [
             .google(clientIDs: ["web-client", googleClientID], keys: JSONWebKeySet(keys: [googleKey.jsonWebKey])),
             .apple(
