@@ -154,7 +154,8 @@ public struct AccessTokenVerifier: Sendable {
     ///
     /// A JWK carries no `notAfter`: a key verifies for as long as the set that lists it is in use.
     public init(issuer: String, audience: String, keySet: JSONWebKeySet, leeway: Duration = .seconds(30)) {
-        self.init(issuer: issuer, audience: audience, keys: keySet.keys.compactMap { VerificationKey($0) }, leeway: leeway)
+        self.init(
+            issuer: issuer, audience: audience, keys: keySet.keys.compactMap { VerificationKey($0) }, leeway: leeway)
     }
 
     /// The keys this verifier accepts.

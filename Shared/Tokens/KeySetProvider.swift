@@ -204,7 +204,8 @@ public struct RefreshingIDTokenVerifier: Sendable {
         guard let provider = providers[name] else { throw .unknownProvider(name) }
         let jws = try CompactJWS(parsing: idToken)
         let keys = try await provider.keys.keys(containing: jws.requireKeyID())
-        let snapshot = OIDCProvider(name: provider.name, issuers: provider.issuers, audiences: provider.audiences, keys: keys)
+        let snapshot = OIDCProvider(
+            name: provider.name, issuers: provider.issuers, audiences: provider.audiences, keys: keys)
         return try IDTokenVerifier.verify(jws, provider: snapshot, now: now, leeway: leeway)
     }
 }

@@ -39,7 +39,9 @@ final class KeySetServer: Sendable {
         self.channel = channel
     }
 
-    static func start(certificate: TestCertificates.Identity = TestCertificates.shared.server) async throws -> KeySetServer {
+    static func start(certificate: TestCertificates.Identity = TestCertificates.shared.server) async throws
+        -> KeySetServer
+    {
         let context = try TLSContext(
             configuration: .server(
                 certificateChain: .file(certificate.certificatePath), privateKey: .file(certificate.privateKeyPath)
@@ -52,7 +54,8 @@ final class KeySetServer: Sendable {
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.addHandler(TLSHandler(context: context))
                     try pipeline.configureHTTPServerPipeline()
-                    try pipeline.addHandler(RouteHandler { path in box.withLock { $0 }?.respond(to: path) ?? .notFound })
+                    try pipeline.addHandler(
+                        RouteHandler { path in box.withLock { $0 }?.respond(to: path) ?? .notFound })
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
@@ -119,7 +122,9 @@ private final class RouteHandler: ChannelInboundHandler {
         case .status(let status):
             headers.add(name: "Content-Length", value: "0")
             if status == .found { headers.add(name: "Location", value: "/jwks") }
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
+                promise: nil)
         case .body(let body, let chunked):
             headers.add(name: "Content-Type", value: "application/json")
             if chunked {
@@ -127,7 +132,9 @@ private final class RouteHandler: ChannelInboundHandler {
             } else {
                 headers.add(name: "Content-Length", value: "\(body.count)")
             }
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil
+            )
             var offset = 0
             repeat {
                 let end = min(offset + 64 * 1024, body.count)
@@ -191,23 +198,34 @@ struct KeySetFetchTests {
                 }?.contains("404") == true)
             if case .malformed = await tokenError({ () async throws(TokenError) in
                 try await JWKSSource.url(server.url("/not-json"), trustRoots: testTrustRoots).load()
-            }) {} else {
+            }) {
+            } else {
                 Issue.record("a non-JSON body was not refused as malformed")
             }
 
             let started = ContinuousClock.now
             let slow = await unavailableReason { () async throws(TokenError) in
-                try await JWKSSource.url(server.url("/slow"), trustRoots: testTrustRoots, timeout: .milliseconds(300)).load()
+                try await JWKSSource.url(server.url("/slow"), trustRoots: testTrustRoots, timeout: .milliseconds(300))
+                    .load()
             }
             #expect(slow?.contains("within") == true)
             #expect(ContinuousClock.now - started < .seconds(5))
 
             // The system store does not know the test CA.
-            #expect(await unavailableReason { () async throws(TokenError) in try await JWKSSource.url(server.url("/jwks")).load() } != nil)
+            #expect(
+                await unavailableReason { () async throws(TokenError) in
+                    try await JWKSSource.url(server.url("/jwks")).load()
+                } != nil)
             let http = URL(string: "http://127.0.0.1:\(server.port)/jwks") ?? server.url("/")
-            #expect(await unavailableReason { () async throws(TokenError) in try await JWKSSource.url(http, trustRoots: testTrustRoots).load() } != nil)
+            #expect(
+                await unavailableReason { () async throws(TokenError) in
+                    try await JWKSSource.url(http, trustRoots: testTrustRoots).load()
+                } != nil)
             let closedPort = URL(string: "https://127.0.0.1:1/jwks") ?? server.url("/")
-            #expect(await unavailableReason { () async throws(TokenError) in try await JWKSSource.url(closedPort, trustRoots: testTrustRoots).load() } != nil)
+            #expect(
+                await unavailableReason { () async throws(TokenError) in
+                    try await JWKSSource.url(closedPort, trustRoots: testTrustRoots).load()
+                } != nil)
         }
     }
 
@@ -228,7 +246,9 @@ struct KeySetFetchTests {
         defer { try? FileManager.default.removeItem(atPath: path) }
         try Data(RealWorldKeySets.google.utf8).write(to: URL(fileURLWithPath: path))
         #expect(try await JWKSSource.file(path).load().keys.count == 2)
-        #expect(await unavailableReason { () async throws(TokenError) in try await JWKSSource.file(path + ".missing").load() } != nil)
+        #expect(
+            await unavailableReason { () async throws(TokenError) in try await JWKSSource.file(path + ".missing").load()
+            } != nil)
     }
 
     @Test("a token with an unknown kid makes the provider refetch, and then it verifies")
@@ -237,19 +257,23 @@ struct KeySetFetchTests {
             let oldKey = try ProviderKey.rsa(kid: "old")
             let newKey = try ProviderKey.p256(kid: "new")
             server.serve(JSONWebKeySet(keys: [oldKey.jsonWebKey]))
-            let keys = JWKSProvider(source: .url(server.url("/jwks"), trustRoots: testTrustRoots), refetchInterval: .zero)
+            let keys = JWKSProvider(
+                source: .url(server.url("/jwks"), trustRoots: testTrustRoots), refetchInterval: .zero)
             let verifier = RefreshingIDTokenVerifier(providers: [.google(clientIDs: [googleClientID], keys: keys)])
 
-            let first = try await verifier.verify(try oldKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
+            let first = try await verifier.verify(
+                try oldKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
             #expect(first.subject == "110169484474386276334")
             #expect(server.requestCount("/jwks") == 1)
             // Known kid: served from the cache.
-            _ = try await verifier.verify(try oldKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
+            _ = try await verifier.verify(
+                try oldKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
             #expect(server.requestCount("/jwks") == 1)
 
             // The provider rotates: the new key is published, then used.
             server.serve(JSONWebKeySet(keys: [oldKey.jsonWebKey, newKey.jsonWebKey]))
-            let second = try await verifier.verify(try newKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
+            let second = try await verifier.verify(
+                try newKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
             #expect(second.email == "ada@example.com")
             #expect(server.requestCount("/jwks") == 2)
             #expect(await keys.loadCount == 2)
@@ -298,12 +322,16 @@ struct KeySetFetchTests {
         }
     }
 
-    @Test("a provider whose first load fails reports it, without retrying inside the interval; old keys outlive a failed refetch")
+    @Test(
+        "a failed first load is reported and not retried inside the interval; held keys outlive a failed refetch"
+    )
     func failedLoads() async throws {
         try await withKeySetServer { server in
             let failing = JWKSProvider(source: .url(server.url("/broken"), trustRoots: testTrustRoots))
             for _ in 0..<3 {
-                if case .keySetUnavailable = await tokenError({ () async throws(TokenError) in try await failing.keys() }) {
+                if case .keySetUnavailable = await tokenError({ () async throws(TokenError) in try await failing.keys()
+                    })
+                {
                 } else {
                     Issue.record("a failing source did not report keySetUnavailable")
                 }
@@ -311,7 +339,8 @@ struct KeySetFetchTests {
             #expect(server.requestCount("/broken") == 1)
 
             let key = try ProviderKey.rsa(kid: "k")
-            let path = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json").path
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
+                .path
             try JSONWebKeySet(keys: [key.jsonWebKey]).json().write(to: URL(fileURLWithPath: path))
             let fromFile = JWKSProvider(source: .file(path), refetchInterval: .zero)
             #expect(try await fromFile.keys().keys.count == 1)
