@@ -82,8 +82,8 @@ public nonisolated struct Habitflow_Auth_V1_User: Sendable {
   /// IANA time zone, for example "Europe/Berlin"; default "UTC".
   public var timeZone: String = String()
 
-  /// False for accounts created by social login that never set a password.
-  public var hasPassword_p: Bool = false
+  /// False for accounts created by social login that never set a password (they can set one by password reset).
+  public var passwordSet: Bool = false
 
   /// The social providers linked to the account.
   public var linkedProviders: [Habitflow_Auth_V1_SocialProvider] = []
@@ -811,7 +811,7 @@ nonisolated extension Habitflow_Auth_V1_SocialProvider: SwiftProtobuf._ProtoName
 
 nonisolated extension Habitflow_Auth_V1_User: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".User"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}email\0\u{3}email_verified\0\u{1}username\0\u{3}display_name\0\u{3}time_zone\0\u{3}has_password\0\u{3}linked_providers\0\u{3}create_time\0\u{3}update_time\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}email\0\u{3}email_verified\0\u{1}username\0\u{3}display_name\0\u{3}time_zone\0\u{3}password_set\0\u{3}linked_providers\0\u{3}create_time\0\u{3}update_time\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -825,7 +825,7 @@ nonisolated extension Habitflow_Auth_V1_User: SwiftProtobuf.Message, SwiftProtob
       case 4: try { try decoder.decodeSingularStringField(value: &self.username) }()
       case 5: try { try decoder.decodeSingularStringField(value: &self.displayName) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.timeZone) }()
-      case 7: try { try decoder.decodeSingularBoolField(value: &self.hasPassword_p) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.passwordSet) }()
       case 8: try { try decoder.decodeRepeatedEnumField(value: &self.linkedProviders) }()
       case 9: try { try decoder.decodeSingularMessageField(value: &self._createTime) }()
       case 10: try { try decoder.decodeSingularMessageField(value: &self._updateTime) }()
@@ -857,8 +857,8 @@ nonisolated extension Habitflow_Auth_V1_User: SwiftProtobuf.Message, SwiftProtob
     if !self.timeZone.isEmpty {
       try visitor.visitSingularStringField(value: self.timeZone, fieldNumber: 6)
     }
-    if self.hasPassword_p != false {
-      try visitor.visitSingularBoolField(value: self.hasPassword_p, fieldNumber: 7)
+    if self.passwordSet != false {
+      try visitor.visitSingularBoolField(value: self.passwordSet, fieldNumber: 7)
     }
     if !self.linkedProviders.isEmpty {
       try visitor.visitPackedEnumField(value: self.linkedProviders, fieldNumber: 8)
@@ -879,7 +879,7 @@ nonisolated extension Habitflow_Auth_V1_User: SwiftProtobuf.Message, SwiftProtob
     if lhs.username != rhs.username {return false}
     if lhs.displayName != rhs.displayName {return false}
     if lhs.timeZone != rhs.timeZone {return false}
-    if lhs.hasPassword_p != rhs.hasPassword_p {return false}
+    if lhs.passwordSet != rhs.passwordSet {return false}
     if lhs.linkedProviders != rhs.linkedProviders {return false}
     if lhs._createTime != rhs._createTime {return false}
     if lhs._updateTime != rhs._updateTime {return false}
