@@ -77,8 +77,8 @@ extension AuthServiceTests {
                 try #require(parts.count == 3)
 
                 // Another subject in the payload, same signature.
-                var claims = try #require(
-                    try JSONSerialization.jsonObject(with: Data(try #require(Base64URL.decode(parts[1])))) as? [String: Any])
+                let payload = try #require(Base64URL.decode(parts[1]))
+                var claims = try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])
                 claims["sub"] = UUID().uuidString.lowercased()
                 let forgedPayload = Base64URL.encode(Array(try JSONSerialization.data(withJSONObject: claims)))
                 #expect(throws: TokenError.invalidSignature) {
@@ -96,9 +96,7 @@ extension AuthServiceTests {
                     try verifier.verify([none, parts[1], ""].joined(separator: "."), now: env.clock.now())
                 }
                 // Signed by a key that is not ours, under our key id.
-                let header = try #require(
-                    try JSONSerialization.jsonObject(with: Data(try #require(Base64URL.decode(parts[0])))) as? [String: Any])
-                let keyID = try #require(header["kid"] as? String)
+                let keyID = try keyID(of: token)
                 let stranger = AccessTokenIssuer(
                     signingKey: SigningKey(keyID: keyID, privateKey: try Ed25519.PrivateKey()), issuer: "habitflow-auth",
                     audience: "habitflow")

@@ -6,6 +6,8 @@ internal import HabitFlowServiceKit
 internal import HabitFlowTokens
 internal import Logging
 internal import SwiftProtobuf
+internal import HabitFlowEvents
+internal import HabitFlowOutbox
 
 /// A state the code relies on did not hold (a statement returned no row where one must exist). The host answers
 /// `INTERNAL` with a correlation id and logs this.

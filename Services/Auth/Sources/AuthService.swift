@@ -37,8 +37,7 @@ public enum AuthService {
             let settings = try makeSettings(runtime)
             let pool = runtime.pool
             let logger = runtime.logger
-            let hasher = PasswordHasher(
-                cost: settings.bcryptCost, threadCount: settings.passwordHashingThreads ?? System.coreCount)
+            let hasher = PasswordHasher(cost: settings.bcryptCost, threadCount: settings.passwordHashingThreads)
             let transport: any MailTransport =
                 settings.smtp.map { SMTPMailTransport(configuration: $0) } ?? LoggingMailTransport(logger: logger)
             let mail = MailDispatcher(

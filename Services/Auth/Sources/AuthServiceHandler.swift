@@ -3,6 +3,8 @@ internal import HabitFlowAuthProtos
 internal import HabitFlowPostgres
 internal import HabitFlowRPC
 internal import SwiftProtobuf
+internal import HabitFlowServiceKit
+internal import HabitFlowEvents
 
 /// `habitflow.auth.v1.AuthService`: the public API, reached through the gateway.
 struct AuthServiceHandler: Habitflow_Auth_V1_AuthService.Handler {

@@ -1,9 +1,10 @@
 internal import HabitFlowCrypto
-public import NIOPosix
+internal import NIOPosix
 internal import Synchronization
 
 #if canImport(Glibc)
 internal import Glibc
+internal import NIOCore
 #endif
 
 /// bcrypt on a dedicated thread pool.
@@ -23,11 +24,11 @@ public final class PasswordHasher: Sendable {
     private let dummyHash = Mutex<String?>(nil)
 
     /// - Parameters:
-    ///   - cost: 12 in production; tests may lower it to save time.
-    ///   - threadCount: default: one per core.
-    public init(cost: Int = BCrypt.defaultCost, threadCount: Int = System.coreCount) {
-        self.cost = cost
-        self.threads = NIOThreadPool(numberOfThreads: max(1, threadCount))
+    ///   - cost: default 12, the production cost; tests may lower it to save time.
+    ///   - threadCount: default one per core.
+    public init(cost: Int? = nil, threadCount: Int? = nil) {
+        self.cost = cost ?? BCrypt.defaultCost
+        self.threads = NIOThreadPool(numberOfThreads: max(1, threadCount ?? System.coreCount))
         threads.start()
     }
 

@@ -3,6 +3,7 @@ internal import HabitFlowCrypto
 internal import HabitFlowPostgres
 internal import Logging
 internal import Synchronization
+internal import HabitFlowTokens
 
 /// An Ed25519 key that signs access tokens, with its schedule.
 struct StoredSigningKey: Sendable {
@@ -107,43 +108,54 @@ final class SigningKeyRing: Sendable {
     }
 
     /// Adds the next key under a transaction-scoped advisory lock, so concurrent replicas add one between them.
-    private func addKey(now: Date) async throws {
+    private func addKey(now exactNow: Date) async throws {
+        // Whole seconds: stored at microsecond precision, an instant could come back a hair later than `now` and the
+        // key would not count as active yet.
+        let now = Date(timeIntervalSince1970: exactNow.timeIntervalSince1970.rounded(.down))
         try await pool.transaction { transaction in
             try await transaction.execute("SELECT pg_advisory_xact_lock(hashtext('habitflow.auth.signing_keys'))")
-            let newest = try await transaction.queryRow(
-                "SELECT key_id, activate_at FROM signing_keys ORDER BY activate_at DESC LIMIT 1")
-            let newestActivation = try newest?.decode("activate_at", as: Date.self)
-            let activateAt: Date
-            if let newestActivation {
-                // Another replica may have added it meanwhile.
-                if newestActivation > now { return }
-                let due = newestActivation.addingTimeInterval(
-                    settings.keyRotationInterval.timeInterval - settings.keyPublicationLead.timeInterval)
-                if now < due { return }
-                activateAt = now.addingTimeInterval(settings.keyPublicationLead.timeInterval)
-            } else {
-                activateAt = now  // the very first key: no verifier knows any key yet, nothing to wait for
+            // Looked at again under the lock: another replica may have added the key meanwhile.
+            let schedule = try await transaction.query("SELECT key_id, activate_at FROM signing_keys ORDER BY activate_at")
+                .map { (keyID: try $0.decode("key_id", as: String.self), activateAt: try $0.decode("activate_at", as: Date.self)) }
+            let lifetime = settings.accessTokenLifetime.timeInterval
+            guard let active = schedule.last(where: { $0.activateAt <= now }) else {
+                // No key signs now: the very first key (no verifier knows any key yet, nothing to wait for), or only
+                // keys scheduled for later (the clock went back). One that signs at once, until the next takes over.
+                let next = schedule.first { $0.activateAt > now }?.activateAt
+                try await insertKey(
+                    activateAt: now, retireAt: next, notAfter: next?.addingTimeInterval(lifetime), now: now,
+                    on: transaction)
+                return
             }
-            let privateKey = try Ed25519.PrivateKey()
-            let keyID = Self.makeKeyID()
-            let sealed = try AES256GCM.seal(
-                privateKey.rawRepresentation, key: settings.keyEncryptionKey, additionalData: Array(keyID.utf8))
+            if schedule.contains(where: { $0.activateAt > active.activateAt }) { return }  // the next one is published
+            let due = active.activateAt.addingTimeInterval(
+                settings.keyRotationInterval.timeInterval - settings.keyPublicationLead.timeInterval)
+            guard now >= due else { return }
+            let activateAt = now.addingTimeInterval(settings.keyPublicationLead.timeInterval)
+            try await insertKey(activateAt: activateAt, retireAt: nil, notAfter: nil, now: now, on: transaction)
             try await transaction.execute(
                 """
-                INSERT INTO signing_keys (key_id, public_key, sealed_private_key, created_at, activate_at) \
-                VALUES (\(keyID), \(Data(privateKey.publicKey.rawRepresentation)), \(Data(sealed)), \(now), \(activateAt))
+                UPDATE signing_keys SET retire_at = \(activateAt), not_after = \(activateAt.addingTimeInterval(lifetime)) \
+                WHERE key_id = \(active.keyID)
                 """)
-            if let previous = try newest?.decode("key_id", as: String.self) {
-                let notAfter = activateAt.addingTimeInterval(settings.accessTokenLifetime.timeInterval)
-                try await transaction.execute(
-                    """
-                    UPDATE signing_keys SET retire_at = \(activateAt), not_after = \(notAfter) \
-                    WHERE key_id = \(previous) AND retire_at IS NULL
-                    """)
-            }
-            logger.notice(
-                "added an access-token signing key", metadata: ["key_id": "\(keyID)", "activates_at": "\(activateAt)"])
         }
+    }
+
+    private func insertKey(
+        activateAt: Date, retireAt: Date?, notAfter: Date?, now: Date, on transaction: PostgresTransaction
+    ) async throws {
+        let privateKey = try Ed25519.PrivateKey()
+        let keyID = Self.makeKeyID()
+        let sealed = try AES256GCM.seal(
+            privateKey.rawRepresentation, key: settings.keyEncryptionKey, additionalData: Array(keyID.utf8))
+        try await transaction.execute(
+            """
+            INSERT INTO signing_keys (key_id, public_key, sealed_private_key, created_at, activate_at, retire_at, \
+            not_after) VALUES (\(keyID), \(Data(privateKey.publicKey.rawRepresentation)), \(Data(sealed)), \(now), \
+            \(activateAt), \(retireAt as Date?), \(notAfter as Date?))
+            """)
+        logger.notice(
+            "added an access-token signing key", metadata: ["key_id": "\(keyID)", "activates_at": "\(activateAt)"])
     }
 
     /// 12 random bytes, base64url: unguessable and short enough for every JWT header.

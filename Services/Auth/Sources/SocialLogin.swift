@@ -75,7 +75,7 @@ final class SocialLogin: Sendable {
         do {
             do {
                 return try verify(with: try await provider.keys.keys())
-            } catch let error as TokenError {
+            } catch {
                 // The provider may have rotated: refetch (rate-limited by the key cache) and try once more.
                 guard case .unknownKey(let keyID) = error else { throw error }
                 return try verify(with: try await provider.keys.keys(containing: keyID))

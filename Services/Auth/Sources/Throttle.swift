@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 internal import HabitFlowCrypto
 internal import HabitFlowPostgres
 internal import HabitFlowRPC

@@ -1,5 +1,6 @@
 internal import Foundation
-public import HabitFlowRPC
+internal import HabitFlowRPC
+internal import HabitFlowAuthProtos
 
 /// The rules for the fields clients send, shared by every RPC that takes them. Each check appends a field violation
 /// instead of throwing, so one answer lists every problem of a request.

@@ -63,8 +63,8 @@ final class FakeSMTPServer: Sendable {
                 }
             }
         let state = SMTPState(behavior)
-        let accepting = Task {
-            try? await server.executeThenClose { connections in
+        let accepting = Task<Void, Never> {
+            _ = try? await server.executeThenClose { connections in
                 try await withThrowingDiscardingTaskGroup { group in
                     for try await connection in connections {
                         group.addTask { await Self.serve(connection, state: state) }

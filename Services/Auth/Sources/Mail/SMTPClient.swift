@@ -1,6 +1,6 @@
-public import Foundation
+internal import Foundation
 public import NIOCore
-internal import NIOPosix
+public import NIOPosix
 
 /// One mail: a plain-text message to one recipient.
 public struct MailMessage: Sendable, Hashable {
@@ -71,6 +71,19 @@ public struct SMTPMailTransport: MailTransport {
         let envelopeFrom = try SMTPText.address(in: message.from)
         let envelopeTo = try SMTPText.address(in: message.to)
         let data = SMTPText.dotStuffed(SMTPText.render(message, date: Date(), heloName: configuration.heloName))
+        do {
+            try await deliver(data, from: envelopeFrom, to: envelopeTo)
+        } catch let error as SMTPError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // Refused, reset or closed connections: worth another try later, like a 4xx reply.
+            throw SMTPError(code: 0, reply: "\(error)", command: "connection")
+        }
+    }
+
+    private func deliver(_ data: String, from envelopeFrom: String, to envelopeTo: String) async throws {
         try await withDeadline(configuration.timeout) {
             let channel = try await ClientBootstrap(group: group)
                 .connectTimeout(.seconds(10))

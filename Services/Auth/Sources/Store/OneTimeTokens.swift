@@ -23,7 +23,7 @@ enum OneTimeTokenStore {
         try await transaction.execute(
             """
             INSERT INTO one_time_tokens (token_hash, user_id, purpose, new_email, created_at, expires_at) \
-            VALUES (\(token.hash), \(userID), \(purpose.rawValue), \(newEmail), \(now), \
+            VALUES (\(token.hash), \(userID), \(purpose.rawValue), \(newEmail as String?), \(now), \
             \(now.addingTimeInterval(lifetime.timeInterval)))
             """)
         return token
@@ -81,7 +81,7 @@ enum MailOutboxStore {
         try await transaction.execute(
             """
             INSERT INTO mail_outbox (id, user_id, recipient, subject, body, created_at, next_attempt_at) \
-            VALUES (\(UUID()), \(userID), \(recipient), \(subject), \(body), \(now), \(now))
+            VALUES (\(UUID()), \(userID as UUID?), \(recipient), \(subject), \(body), \(now), \(now))
             """)
     }
 

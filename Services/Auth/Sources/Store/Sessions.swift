@@ -1,6 +1,7 @@
 internal import Foundation
 internal import HabitFlowCrypto
 internal import HabitFlowPostgres
+internal import HabitFlowTokens
 
 /// A signed-in device.
 struct SessionRecord: Sendable {
@@ -90,7 +91,7 @@ enum SessionStore {
         let row = try await transaction.queryRow(
             """
             INSERT INTO sessions (id, user_id, device_id, device_name, client_address, created_at, last_used_at, \
-            expires_at) VALUES (\(UUID()), \(userID), \(device.id), \(device.name), \(String(clientAddress.prefix(100))), \
+            expires_at) VALUES (\(UUID()), \(userID), \(device.id as UUID?), \(device.name), \(String(clientAddress.prefix(100))), \
             \(now), \(now), \(expiresAt)) RETURNING *
             """)
         guard let row else { throw AuthInvariantFailure("INSERT INTO sessions returned no row") }
@@ -153,18 +154,19 @@ enum SessionStore {
         try await database.execute(
             """
             UPDATE sessions SET revoked_at = \(now), revoke_reason = \(reason.rawValue) \
-            WHERE id = \(sessionID) AND (\(userID)::uuid IS NULL OR user_id = \(userID)) AND revoked_at IS NULL
+            WHERE id = \(sessionID) AND (\(userID as UUID?)::uuid IS NULL OR user_id = \(userID as UUID?)) AND revoked_at IS NULL
             """) == 1
     }
 
     /// Ends every live session of the user except `keeping`; returns how many ended.
+    @discardableResult
     static func revokeAll(
         userID: UUID, keeping: UUID? = nil, reason: RevokeReason, now: Date, on database: some PostgresQueryable
     ) async throws -> Int {
         try await database.execute(
             """
             UPDATE sessions SET revoked_at = \(now), revoke_reason = \(reason.rawValue) \
-            WHERE user_id = \(userID) AND revoked_at IS NULL AND (\(keeping)::uuid IS NULL OR id <> \(keeping))
+            WHERE user_id = \(userID) AND revoked_at IS NULL AND (\(keeping as UUID?)::uuid IS NULL OR id <> \(keeping as UUID?))
             """)
     }
 
@@ -182,8 +184,8 @@ enum SessionStore {
             """
             SELECT * FROM sessions s \
             WHERE s.user_id = \(userID) AND s.revoked_at IS NULL AND s.expires_at > \(now) \
-            AND (\(after)::uuid IS NULL OR (s.last_used_at, s.id) < \
-                (SELECT c.last_used_at, c.id FROM sessions c WHERE c.id = \(after) AND c.user_id = \(userID))) \
+            AND (\(after as UUID?)::uuid IS NULL OR (s.last_used_at, s.id) < \
+                (SELECT c.last_used_at, c.id FROM sessions c WHERE c.id = \(after as UUID?) AND c.user_id = \(userID))) \
             ORDER BY s.last_used_at DESC, s.id DESC LIMIT \(limit)
             """
         ).map(SessionRecord.init(row:))
