@@ -62,7 +62,10 @@ CREATE TABLE habits (
     updated_at timestamptz NOT NULL,
     deleted_at timestamptz,
     change_seq bigint NOT NULL,
+    -- The change sequence value of the habit's creation: the user's habits in the order they were created.
+    created_seq bigint NOT NULL,
     PRIMARY KEY (user_id, id),
+    UNIQUE (user_id, created_seq),
     FOREIGN KEY (user_id, category_id) REFERENCES categories (user_id, id),
     CHECK ((deleted_at IS NULL) = (deleted_on IS NULL)),
     CHECK (deleted_on IS NULL OR deleted_on >= live_from)

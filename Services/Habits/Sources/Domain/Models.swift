@@ -34,6 +34,8 @@ public struct HabitRecord: Sendable, Hashable {
     public var updatedAt: Date
     public var deletedAt: Date?
     public var changeSequence: Int64
+    /// The change sequence value of its creation: habits list in this order.
+    public var createdSequence: Int64
     /// Oldest first; never empty for a stored habit.
     public var targets: [TargetPeriod]
 

@@ -112,11 +112,11 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         var validator = RequestValidator()
         let pageSize = validator.pageSize(
             request.pageSize, defaultSize: Self.habitPageSizes.defaultSize, maximum: Self.habitPageSizes.maximum)
-        let token = validator.pageToken(request.pageToken, kind: "habits\(request.showDeleted ? "+deleted" : "")", fieldCount: 2)
-        var position: HabitPagePosition?
-        if let token {
-            if let micros = Int64(token[0]), let id = UUID(uuidString: token[1]) {
-                position = HabitPagePosition(createdAt: Date(timeIntervalSince1970: Double(micros) / 1_000_000), id: id)
+        let kind = request.showDeleted ? "habits+deleted" : "habits"
+        var createdAfter: Int64 = 0
+        if let token = validator.pageToken(request.pageToken, kind: kind, fieldCount: 1) {
+            if let sequence = Int64(token[0]) {
+                createdAfter = sequence
             } else {
                 validator.reject("page_token", "is not a token this list returned")
             }
@@ -124,13 +124,12 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         try validator.check()
         let user = try await caller()
         let habits = try await store.habits(
-            user: user.id, includeDeleted: request.showDeleted, after: position, limit: pageSize + 1)
+            user: user.id, includeDeleted: request.showDeleted, createdAfter: createdAfter, limit: pageSize + 1)
         return .with {
-            $0.habits = habits.prefix(pageSize).map(\.proto)
-            if habits.count > pageSize, let last = habits.prefix(pageSize).last {
-                let micros = Int64((last.createdAt.timeIntervalSince1970 * 1_000_000).rounded())
-                $0.nextPageToken = PageToken.encode(
-                    kind: "habits\(request.showDeleted ? "+deleted" : "")", [String(micros), last.id.apiString])
+            let page = habits.prefix(pageSize)
+            $0.habits = page.map(\.proto)
+            if habits.count > pageSize, let last = page.last {
+                $0.nextPageToken = PageToken.encode(kind: kind, [String(last.createdSequence)])
             }
         }
     }

@@ -20,17 +20,6 @@ public struct HabitChanges: Sendable, Hashable {
     }
 }
 
-/// Where a page of habits ends: the last habit's creation time and id.
-public struct HabitPagePosition: Sendable, Hashable {
-    public var createdAt: Date
-    public var id: UUID
-
-    public init(createdAt: Date, id: UUID) {
-        self.createdAt = createdAt
-        self.id = id
-    }
-}
-
 extension HabitsStore {
     /// A habit of the user's, deleted ones included; `nil` when the user has none with that id.
     public func habit(user userID: UUID, id: UUID) async throws -> HabitRecord? {
@@ -42,15 +31,14 @@ extension HabitsStore {
             .map(HabitRecord.init(row:))
     }
 
-    /// Habits ordered by creation time, then id, after `position`.
+    /// Habits in creation order, after the one created with sequence value `createdAfter`.
     public func habits(
-        user userID: UUID, includeDeleted: Bool, after position: HabitPagePosition?, limit: Int
+        user userID: UUID, includeDeleted: Bool, createdAfter: Int64, limit: Int
     ) async throws -> [HabitRecord] {
-        let start = position ?? HabitPagePosition(createdAt: .distantPast, id: UUID.min)
-        return try await pool.query(
+        try await pool.query(
             """
             SELECT * FROM habit_details WHERE user_id = \(userID) AND (\(includeDeleted) OR deleted_at IS NULL) \
-            AND (created_at, id) > (\(start.createdAt), \(start.id)) ORDER BY created_at, id LIMIT \(limit)
+            AND created_seq > \(createdAfter) ORDER BY created_seq LIMIT \(limit)
             """
         ).map(HabitRecord.init(row:))
     }
@@ -72,8 +60,9 @@ extension HabitsStore {
                 try await transaction.execute(
                     """
                     WITH habit AS ( \
-                    INSERT INTO habits (user_id, id, category_id, name, unit, live_from, created_at, updated_at, change_seq) \
-                    VALUES (\(userID), \(habitID), \(categoryID as UUID?), \(name), \(unit as String?), \(today), \(now), \(now), \(sequence)) \
+                    INSERT INTO habits (user_id, id, category_id, name, unit, live_from, created_at, updated_at, change_seq, \
+                    created_seq) VALUES (\(userID), \(habitID), \(categoryID as UUID?), \(name), \(unit as String?), \
+                    \(today), \(now), \(now), \(sequence), \(sequence)) \
                     RETURNING user_id, id) \
                     INSERT INTO habit_targets (user_id, habit_id, week_start, weekly_target) \
                     SELECT user_id, id, \(IsoWeek(containing: today).monday), \(Int16(weeklyTarget)) FROM habit

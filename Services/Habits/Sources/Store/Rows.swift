@@ -23,6 +23,7 @@ extension HabitRecord {
             unit: try row.decode("unit"), liveFrom: try row.decode("live_from"), deletedOn: try row.decode("deleted_on"),
             createdAt: try row.decode("created_at"), updatedAt: try row.decode("updated_at"),
             deletedAt: try row.decode("deleted_at"), changeSequence: try row.decode("change_seq"),
+            createdSequence: try row.decode("created_seq"),
             targets: zip(weeks, targets).map {
                 TargetPeriod(weekStart: LocalDate(daysSinceEpoch: Int($0)), target: Int($1))
             })

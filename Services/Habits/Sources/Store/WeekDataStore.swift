@@ -13,7 +13,7 @@ extension HabitsStore {
         for row in try await pool.query(
             """
             SELECT * FROM habit_details WHERE user_id = ANY(\(userIDs)) AND live_from <= \(last.sunday) \
-            AND (deleted_on IS NULL OR deleted_on > \(first.sunday)) ORDER BY user_id, created_at, id
+            AND (deleted_on IS NULL OR deleted_on > \(first.sunday)) ORDER BY user_id, created_seq
             """)
         {
             habits[try row.decode("user_id", as: UUID.self), default: []].append(try HabitRecord(row: row))

@@ -55,7 +55,7 @@ public enum Habitflow_Habits_V1_HabitsService {
         /// Deleted habits too (with delete_time).
         func getHabit(request: Habitflow_Habits_V1_GetHabitRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_Habit
 
-        /// Ordered by creation time, then id.
+        /// In the order the habits were created.
         func listHabits(request: Habitflow_Habits_V1_ListHabitsRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_ListHabitsResponse
 
         /// Partial update (name, category_id, weekly_target, unit), last write wins per field. A new weekly target
@@ -164,7 +164,7 @@ public enum Habitflow_Habits_V1_HabitsService {
             try await transport.unary(Habitflow_Habits_V1_HabitsService.Method.getHabit, request, options: options, idempotentByDefault: true)
         }
 
-        /// Ordered by creation time, then id.
+        /// In the order the habits were created.
         public func listHabits(_ request: Habitflow_Habits_V1_ListHabitsRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Habits_V1_ListHabitsResponse {
             try await listHabitsWithMetadata(request, options: options).message
         }

@@ -426,7 +426,7 @@ public nonisolated struct Habitflow_Habits_V1_WeekView: @unchecked Sendable {
     set {_uniqueStorage()._timeZone = newValue}
   }
 
-  /// The habits live in that week, ordered by creation.
+  /// The habits live in that week, in the order they were created.
   public var habits: [Habitflow_Habits_V1_HabitWeek] {
     get {_storage._habits}
     set {_uniqueStorage()._habits = newValue}
