@@ -17,7 +17,10 @@ let swiftSettings: [SwiftSetting] = [
 let package = Package(
     name: "HabitFlow",
     platforms: [.macOS(.v15)],
-    products: [],
+    products: [
+        // The client SDK for apps (Shared/SDK): sign-in, automatic token refresh, typed calls for every public RPC.
+        .library(name: "HabitFlowSDK", targets: ["HabitFlowSDK"])
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
@@ -381,6 +384,25 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Client SDK (what apps link: talks to the gateway only)
+
+        .target(
+            name: "HabitFlowSDK",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowTLS",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Shared/SDK",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Interop (grpc/grpc's interop test service, Tools/Interop)
 
         .target(
@@ -579,6 +601,57 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/AuthTests",
+            swiftSettings: swiftSettings
+        ),
+        // Starts auth, habits and the gateway in-process on free ports, against the test Postgres.
+        .target(
+            name: "HabitFlowStackTestSupport",
+            dependencies: [
+                "HabitFlowAuth",
+                "HabitFlowAuthProtos",
+                "HabitFlowGateway",
+                "HabitFlowHabits",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                "HabitFlowTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/StackSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowGRPCProtos",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowGateway",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                "HabitFlowStackTestSupport",
+                "HabitFlowTestSupport",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/GatewayTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SDKTests",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowSDK",
+                "HabitFlowStackTestSupport",
+                "HabitFlowTestSupport",
+            ],
+            path: "Tests/SDKTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
