@@ -384,6 +384,34 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Container health check of the compose stack (grpc.health.v1 Check; exit status 0 when SERVING).
+        .executableTarget(
+            name: "habitflow-healthcheck",
+            dependencies: [
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/HealthCheck",
+            swiftSettings: swiftSettings
+        ),
+
+        // The same habits RPC directly and through the gateway (Benchmarks/gateway.sh); prints figures.
+        .executableTarget(
+            name: "gateway-benchmark",
+            dependencies: [
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowSDK",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/GatewayBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Client SDK (what apps link: talks to the gateway only)
 
         .target(
