@@ -364,6 +364,7 @@ let package = Package(
                 "HabitFlowGRPCSideServiceProtos",
                 "HabitFlowGatewayProtos",
                 "HabitFlowHabitsProtos",
+                "HabitFlowPublicAPI",
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
                 "HabitFlowRPCServer",
@@ -414,10 +415,19 @@ let package = Package(
 
         // MARK: Client SDK (what apps link: talks to the gateway only)
 
+        // What the gateway and the SDK must agree on about the public API (which methods need no access token).
+        .target(
+            name: "HabitFlowPublicAPI",
+            dependencies: ["HabitFlowAuthProtos"],
+            path: "Shared/API",
+            swiftSettings: swiftSettings
+        ),
+
         .target(
             name: "HabitFlowSDK",
             dependencies: [
                 "HabitFlowAuthProtos",
+                "HabitFlowPublicAPI",
                 "HabitFlowGatewayProtos",
                 "HabitFlowHabitsProtos",
                 "HabitFlowRPC",

@@ -28,14 +28,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
-pg_init "$workdir/postgres" "$password"
-for attempt in 1 2 3; do
-    port=$(pg_free_port)
-    if pg_start "$workdir/postgres" "$port" "$workdir/postgres.log"; then break; fi
-    ((attempt < 3)) || { cat "$workdir/postgres.log" >&2; exit 1; }
-done
-pg_create_database "$workdir/postgres" "$port" habitflow
+pg_start_throwaway "$workdir"
+port=$PG_THROWAWAY_PORT
 log "Postgres on 127.0.0.1:$port; $seconds s per phase, $concurrency concurrent logins"
 
 "$benchmark" --url "postgresql://auth:$(service_db_password auth)@127.0.0.1:$port/habitflow" \

@@ -32,16 +32,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
-pg_init "$workdir/postgres" "$password"
-for attempt in 1 2 3; do
-    pg_port=$(pg_free_port)
-    if pg_start "$workdir/postgres" "$pg_port" "$workdir/postgres.log"; then break; fi
-    ((attempt < 3)) || { cat "$workdir/postgres.log" >&2; exit 1; }
-done
-pg_create_database "$workdir/postgres" "$pg_port" habitflow
-
-export HABITFLOW_POSTGRES_PORT=$pg_port
+pg_start_throwaway "$workdir"
+export HABITFLOW_POSTGRES_PORT=$PG_THROWAWAY_PORT
 export HABITFLOW_SQL_DIR="$HABITFLOW_ROOT/Schemas/sql"
 HABITFLOW_INTERNAL_SECRET=$(head -c 32 /dev/urandom | base64)
 HABITFLOW_AUTH_KEY_ENCRYPTION_KEY=$(head -c 32 /dev/urandom | base64)

@@ -29,14 +29,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
-pg_init "$workdir/postgres" "$password"
-for attempt in 1 2 3; do
-    port=$(pg_free_port)
-    if pg_start "$workdir/postgres" "$port" "$workdir/postgres.log"; then break; fi
-    ((attempt < 3)) || { cat "$workdir/postgres.log" >&2; exit 1; }
-done
-pg_create_database "$workdir/postgres" "$port" habitflow
+pg_start_throwaway "$workdir"
+port=$PG_THROWAWAY_PORT
+password=$PG_THROWAWAY_PASSWORD
 pg_psql "$workdir/postgres" "$port" --dbname=habitflow --set=rows="$rows" <<'SQL'
 CREATE TABLE bench_select (id int8 PRIMARY KEY, value text NOT NULL);
 INSERT INTO bench_select SELECT n, 'value ' || n FROM generate_series(1, :rows) AS n;

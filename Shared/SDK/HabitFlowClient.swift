@@ -119,25 +119,23 @@ public final class HabitFlowClient: Sendable {
     /// Signs in with the account's email and password.
     @discardableResult
     public func logIn(email: String, password: String) async throws -> Habitflow_Auth_V1_User {
-        try await auth.login(
-            .with {
-                $0.email = email
-                $0.password = password
-                $0.device = device
-            }
-        ).user
+        try await logIn(password: password) { $0.email = email }
     }
 
     /// Signs in with the account's username and password.
     @discardableResult
     public func logIn(username: String, password: String) async throws -> Habitflow_Auth_V1_User {
-        try await auth.login(
-            .with {
-                $0.username = username
-                $0.password = password
-                $0.device = device
-            }
-        ).user
+        try await logIn(password: password) { $0.username = username }
+    }
+
+    private func logIn(
+        password: String, identifier: (inout Habitflow_Auth_V1_LoginRequest) -> Void
+    ) async throws -> Habitflow_Auth_V1_User {
+        var request = Habitflow_Auth_V1_LoginRequest()
+        identifier(&request)
+        request.password = password
+        request.device = device
+        return try await auth.login(request).user
     }
 
     /// Ends this device's session. The tokens are forgotten even when the server cannot be told.

@@ -1,5 +1,6 @@
 internal import Foundation
 internal import HabitFlowAuthProtos
+internal import HabitFlowPublicAPI
 public import HabitFlowRPC
 internal import HabitFlowRPCClient
 public import NIOCore
@@ -22,17 +23,6 @@ final class SessionTransport: RPCClientTransport {
         self.defaultTimeout = defaultTimeout
     }
 
-    /// The calls that need no access token (they are how a client gets one).
-    static let unauthenticatedMethods: Set<String> = [
-        Habitflow_Auth_V1_AuthService.Method.register.path,
-        Habitflow_Auth_V1_AuthService.Method.login.path,
-        Habitflow_Auth_V1_AuthService.Method.refresh.path,
-        Habitflow_Auth_V1_AuthService.Method.requestPasswordReset.path,
-        Habitflow_Auth_V1_AuthService.Method.confirmPasswordReset.path,
-        Habitflow_Auth_V1_AuthService.Method.confirmEmailChange.path,
-        Habitflow_Auth_V1_AuthService.Method.socialLogin.path,
-    ]
-
     func startCall(
         _ method: MethodDescriptor, options: CallOptions, singleRequest: ByteBuffer?
     ) async throws -> any ClientCallStream {
@@ -41,7 +31,7 @@ final class SessionTransport: RPCClientTransport {
         // One deadline for the whole call, also when it is sent again after a refresh.
         options.deadline = options.effectiveDeadline()
         options.timeout = nil
-        let authenticated = !Self.unauthenticatedMethods.contains(method.path)
+        let authenticated = !PublicAPI.unauthenticatedMethods.contains(method.path)
         do {
             let (stream, token) = try await open(method, options: options, singleRequest: singleRequest, authenticated: authenticated)
             return SessionCallStream(

@@ -28,6 +28,14 @@ final class CountingTokenStore: TokenStore {
     func clear() async { state.withLock { $0.tokens = nil } }
 }
 
+/// Runs `body` `count` times at once; rethrows the first failure.
+func concurrently(_ count: Int, _ body: @escaping @Sendable () async throws -> Void) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<count { group.addTask { try await body() } }
+        try await group.waitForAll()
+    }
+}
+
 /// The SDK against the real stack (gateway, auth, habits, Postgres).
 @Suite struct SDKTests {
     static func client(
@@ -128,11 +136,9 @@ final class CountingTokenStore: TokenStore {
         try await Task.sleep(for: .seconds(3))
         // Twenty calls at once: the SDK sees the token has expired and refreshes it once for all of them (two
         // refreshes would reuse the refresh token, which signs the session out).
-        try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<20 {
-                group.addTask { try await client.habits.listHabits(.init()).habits.count }
-            }
-            for try await count in group { #expect(count == 0) }
+        try await concurrently(20) {
+            let habits = try await client.habits.listHabits(.init()).habits
+            #expect(habits.isEmpty)
         }
         #expect(store.saves == 2)
         #expect(try #require(await client.tokens?.accessToken) != firstToken)
@@ -155,12 +161,7 @@ final class CountingTokenStore: TokenStore {
         let store = CountingTokenStore(tokens)
         let client = try Self.client(stack, store: store) { $0.refreshMargin = .zero }
         try await Task.sleep(for: .seconds(3))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<20 {
-                group.addTask { _ = try await client.habits.listCategories(.init()) }
-            }
-            try await group.waitForAll()
-        }
+        try await concurrently(20) { _ = try await client.habits.listCategories(.init()) }
         #expect(store.saves == 1)
         #expect(try await client.auth.getProfile(.init()).email == account.email)
 

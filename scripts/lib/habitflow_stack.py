@@ -126,16 +126,28 @@ class Stack:
                 env[prefix + "ADDRESSES"] = self.absent_address
         return env
 
-    def start(self, names):
-        """Starts the services (in the given order) without waiting."""
+    def start(self, names, peers=None):
+        """Starts the services (in the given order) without waiting; `peers`: every service of the stack (default:
+        `names`), for the addresses each is told."""
+        peers = peers or names
         for name in names:
             log = None
             if self.log_dir:
                 log = open(os.path.join(self.log_dir, name + ".log"), "ab")
                 self.logs[name] = log
             self.processes[name] = subprocess.Popen(
-                [self.binary(name)], env=self.environment(names), stdin=subprocess.DEVNULL,
+                [self.binary(name)], env=self.environment(peers), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT if log else None, start_new_session=True)
+
+    def start_serving(self, names, timeout=120.0):
+        """Starts the services and waits until they all report SERVING: the gateway only once the others do (its
+        first calls to them would otherwise fail while they are still starting)."""
+        services = [name for name in names if name != "gateway"]
+        self.start(services)
+        self.wait_serving(services, timeout=timeout)
+        if "gateway" in names:
+            self.start(["gateway"], peers=names)
+            self.wait_serving(["gateway"], timeout=timeout)
 
     def wait_serving(self, names, timeout=120.0):
         """Waits until every service in `names` reports SERVING; raises RuntimeError naming the ones that do not."""
@@ -217,8 +229,7 @@ def main(argv=None):
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
     try:
-        stack.start(names)
-        stack.wait_serving(names, timeout=arguments.timeout)
+        stack.start_serving(names, timeout=arguments.timeout)
         gateway = stack.address("gateway")
         print("")
         for name in names:

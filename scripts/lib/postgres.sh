@@ -64,3 +64,19 @@ pg_psql() {
     pg_as_owner "$PG_BIN/psql" --quiet --no-psqlrc --set=ON_ERROR_STOP=1 \
         --host="$data_dir" --port="$port" --username=postgres --dbname=postgres "$@"
 }
+
+# pg_start_throwaway WORKDIR: a new cluster in WORKDIR/postgres on a free loopback port (a port can be taken between
+# choosing and binding it: a few tries), with the habitflow database, its roles and schemas; sets PG_THROWAWAY_PORT
+# and PG_THROWAWAY_PASSWORD (the superuser's). PG_FSYNC=off in the caller's environment trades durability for speed.
+# Stop it with `pg_stop WORKDIR/postgres`. Needs common.sh (pg_create_database).
+pg_start_throwaway() {
+    local workdir=$1 attempt
+    PG_THROWAWAY_PASSWORD=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+    pg_init "$workdir/postgres" "$PG_THROWAWAY_PASSWORD"
+    for attempt in 1 2 3; do
+        PG_THROWAWAY_PORT=$(pg_free_port)
+        if pg_start "$workdir/postgres" "$PG_THROWAWAY_PORT" "$workdir/postgres.log"; then break; fi
+        ((attempt < 3)) || { cat "$workdir/postgres.log" >&2; return 1; }
+    done
+    pg_create_database "$workdir/postgres" "$PG_THROWAWAY_PORT" habitflow
+}
