@@ -200,13 +200,15 @@ struct AuthUnitTests {
         await hasher.shutdown()
     }
 
-    @Test("bcrypt runs on the hasher's own threads, never the caller's")
-    func offloads() async throws {
-        let hasher = PasswordHasher(cost: 4, threadCount: 1)
-        // A cancelled call does not hash (work still queued is dropped) and says so.
-        let task = Task { try await hasher.hash("cancel me") }
-        task.cancel()
-        _ = try? await task.value
+    @Test("hashing queued for a cancelled call is dropped, not run; a stopped hasher refuses work")
+    func cancellationAndShutdown() async throws {
+        let hasher = PasswordHasher(cost: 12, threadCount: 1)
+        let busy = Task { try await hasher.hash("occupies the only thread") }
+        try await Task.sleep(for: .milliseconds(20))
+        let queued = Task { try await hasher.hash("never hashed") }
+        queued.cancel()
+        await #expect(throws: CancellationError.self) { try await queued.value }
+        #expect(try await busy.value.hasPrefix("$2b$12$"))
         await hasher.shutdown()
         await #expect(throws: (any Error).self) { try await hasher.hash("after shutdown") }
     }

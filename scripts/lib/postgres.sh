@@ -64,3 +64,24 @@ pg_psql() {
     pg_as_owner "$PG_BIN/psql" --quiet --no-psqlrc --set=ON_ERROR_STOP=1 \
         --host="$data_dir" --port="$port" --username=postgres --dbname=postgres "$@"
 }
+
+# pg_throwaway NAME: a fresh cluster in a new folder /tmp/NAME.XXXXXX on a free loopback port, with the habitflow
+# database and the service roles (pg_create_database, from common.sh), stopped and removed when the calling script
+# exits (it sets the EXIT, INT and TERM traps). Sets PG_THROWAWAY_DIR, PG_THROWAWAY_PORT and PG_THROWAWAY_PASSWORD
+# (the superuser's). Start settings such as PG_FSYNC pass through.
+pg_throwaway() {
+    PG_THROWAWAY_DIR=$(mktemp -d "/tmp/$1.XXXXXX")
+    chmod 755 "$PG_THROWAWAY_DIR"
+    trap 'pg_stop "$PG_THROWAWAY_DIR/postgres"; rm -rf "$PG_THROWAWAY_DIR"' EXIT
+    trap 'exit 130' INT TERM
+    PG_THROWAWAY_PASSWORD=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+    pg_init "$PG_THROWAWAY_DIR/postgres" "$PG_THROWAWAY_PASSWORD"
+    local attempt
+    # A free port can be taken between choosing and binding it: try a few.
+    for attempt in 1 2 3; do
+        PG_THROWAWAY_PORT=$(pg_free_port)
+        if pg_start "$PG_THROWAWAY_DIR/postgres" "$PG_THROWAWAY_PORT" "$PG_THROWAWAY_DIR/postgres.log"; then break; fi
+        ((attempt < 3)) || { cat "$PG_THROWAWAY_DIR/postgres.log" >&2; exit 1; }
+    done
+    pg_create_database "$PG_THROWAWAY_DIR/postgres" "$PG_THROWAWAY_PORT" habitflow
+}
