@@ -5,11 +5,13 @@
 import Foundation
 import HabitFlowAuth
 import HabitFlowAuthProtos
+import HabitFlowCrypto
 import HabitFlowRPC
 import HabitFlowRPCClient
 import HabitFlowServiceKit
 import Logging
 import NIOCore
+import NIOPosix
 
 struct Options {
     var databaseURL = ""
@@ -106,6 +108,30 @@ func loginLoad(_ client: Habitflow_Auth_V1_AuthService.Client, email: String, pa
     }
 }
 
+/// How long one bcrypt verification at the production cost takes on one otherwise idle thread: the ceiling of
+/// logins per second per core.
+func bcryptMilliseconds(samples: Int) async throws -> Latencies {
+    let thread = NIOThreadPool(numberOfThreads: 1)
+    thread.start()
+    let hash = try BCrypt.hash("benchmark password")
+    var latencies = Latencies()
+    for _ in 0..<samples {
+        latencies.samples.append(
+            try await thread.runIfActive {
+                let started = ContinuousClock.now
+                _ = BCrypt.verify("benchmark password", against: hash)
+                return milliseconds(ContinuousClock.now - started)
+            })
+    }
+    try await thread.shutdownGracefully()
+    return latencies
+}
+
+/// The machine's 1-minute load average (other processes share the cores; the figures depend on it).
+func loadAverage() -> String {
+    (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first.map(String.init) ?? "?"
+}
+
 /// Starts the service in-process, then measures the three phases and prints them.
 func runBenchmark(_ options: Options) async throws {
     var logger = Logger(label: "auth-benchmark")
@@ -153,7 +179,14 @@ func runBenchmark(_ options: Options) async throws {
     _ = try await loginLoad(auth, email: email, password: password, concurrency: 2, until: clock.now + .seconds(1))
 
     let cores = System.coreCount
-    print("auth benchmark: \(cores) cores, bcrypt cost \(settings.bcryptCost) on \(cores) hashing threads, \(options.seconds) s per phase")
+    print(
+        "auth benchmark: \(cores) cores, bcrypt cost \(settings.bcryptCost) on \(cores) hashing threads, "
+            + "\(options.seconds) s per phase, load average \(loadAverage()) at start")
+    let bcrypt = try await bcryptMilliseconds(samples: 8)
+    print(
+        String(
+            format: "one bcrypt verify (cost 12): p50 %.0f ms on one thread = %.1f logins/s per core at most",
+            bcrypt.percentile(0.5), 1000 / bcrypt.percentile(0.5)))
 
     let loginsAlone = try await loginLoad(
         auth, email: email, password: password, concurrency: options.loginConcurrency, until: clock.now + phase)
@@ -174,6 +207,7 @@ func runBenchmark(_ options: Options) async throws {
     let (loaded, concurrentLogins) = try await (underLoad, load)
     let concurrentRate = Double(concurrentLogins.samples.count) / Double(options.seconds)
     print("CheckSession during logins:  \(loaded.summary)  (meanwhile \(String(format: "%.1f", concurrentRate)) logins/s)")
+    print("load average at the end: \(loadAverage())")
 
     await probeChannel.close()
     await loadChannel.close()

@@ -1,10 +1,10 @@
 internal import HabitFlowCrypto
+internal import NIOCore
 internal import NIOPosix
 internal import Synchronization
 
 #if canImport(Glibc)
 internal import Glibc
-internal import NIOCore
 #endif
 
 /// bcrypt on a dedicated thread pool.
