@@ -135,14 +135,15 @@ func loadAverage() -> String {
 /// Starts the service in-process, then measures the three phases and prints them.
 func runBenchmark(_ options: Options) async throws {
     var logger = Logger(label: "auth-benchmark")
-    logger.logLevel = .warning
+    // Errors only: the outbox relay retries delivering UserCreated to habits, goals and social, which do not run here.
+    logger.logLevel = .error
     let secret = "auth-benchmark-secret"
     var settings = AuthSettings(keyEncryptionKey: (0..<32).map { UInt8($0) })
     settings.maintenanceInterval = nil
     var configuration = ServiceConfiguration(
         service: "auth", port: 0, databaseURL: options.databaseURL, sqlDirectory: options.sqlDirectory,
         internalSecret: secret)
-    configuration.logLevel = .warning
+    configuration.logLevel = .error
     configuration.databasePoolSize = 16
     let host = try await ServiceHost.start(
         AuthService.definition(settings: settings), configuration: configuration, logger: logger)
