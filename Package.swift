@@ -327,6 +327,7 @@ let package = Package(
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tools/Interop/Client",
             swiftSettings: swiftSettings
@@ -349,7 +350,12 @@ let package = Package(
         ),
         .testTarget(
             name: "RPCCoreTests",
-            dependencies: ["HabitFlowRPC", "HabitFlowCompression", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "HabitFlowRPC",
+                "HabitFlowGRPCProtos",
+                "HabitFlowCompression",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             path: "Tests/RPCCoreTests",
             swiftSettings: swiftSettings
         ),
@@ -379,6 +385,7 @@ let package = Package(
                 "HabitFlowRPCServer",
                 "HabitFlowTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

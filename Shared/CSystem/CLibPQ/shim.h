@@ -3,4 +3,9 @@
 
 #include <libpq-fe.h>
 
+// The Postgres layer waits for many connections' sockets on one thread (libpq's non-blocking API); Swift's Glibc
+// module does not export epoll or eventfd.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
 #endif

@@ -58,12 +58,12 @@ public final class PostgresNotificationListener: Sendable {
 
     /// Blocking; runs on the listener's own thread.
     private func listenLoop() {
-        var connection: BlockingConnection?
+        var connection: LibPQConnection?
         var retryDelay = 0.1
         while !stopRequested.load(ordering: .relaxed) {
             guard let current = connection else {
                 do {
-                    let opened = try BlockingConnection(connectionString: connectionString)
+                    let opened = try LibPQConnection(connectionString: connectionString)
                     for channel in channels {
                         // LISTEN takes an identifier, not a parameter: the validated name is quoted by libpq.
                         try opened.executeScript("LISTEN " + opened.quotedIdentifier(channel))

@@ -4,13 +4,15 @@ internal import Synchronization
 
 /// A bounded pool of Postgres connections with an async API.
 ///
-/// Thread model: libpq's blocking API on a dedicated `NIOThreadPool` with one thread per connection slot, so a
-/// statement never blocks a SwiftNIO event loop or the Swift cooperative pool, and no caller ever waits for a
-/// thread (there are as many threads as connections). A connection is leased to one task at a time and its calls run
-/// one after another, so each libpq connection is used by a single thread at any moment. We chose this over libpq's
-/// non-blocking API driven from an event loop because it keeps the protocol handling in libpq (prepared statements,
-/// COPY-free simple flows, reconnection with `PQreset`) at the cost of one thread hop per statement, which the
-/// benchmark (Benchmarks/postgres.sh) shows is small next to the server's own work.
+/// Thread model: a statement whose prepared statement already exists on the connection (nearly all of them) is sent
+/// with libpq's non-blocking API from the calling task's thread, and ``PostgresPoller``'s single epoll thread
+/// collects the answers of all connections. Everything that waits for the server by nature — connecting, `PQreset`,
+/// preparing a statement the first time on a connection, scripts — runs libpq's blocking API on a dedicated
+/// `NIOThreadPool` with one thread per connection slot, so nothing ever blocks a SwiftNIO event loop or the Swift
+/// cooperative pool. A connection is leased to one task at a time and its calls run one after another, so each libpq
+/// connection is used by a single thread at any moment. (The first version ran every statement on the blocking
+/// threads: a thread hop each way per statement and 32 threads on 2 cores; Benchmarks/postgres.sh measured it at
+/// half of pgbench's rate.)
 ///
 /// Recovery: before the first statement of each lease a connection checks, without blocking, whether the server
 /// hung up while it was idle; a connection the server closed (restart, idle timeout, `pg_terminate_backend`) is re-opened
@@ -85,12 +87,8 @@ public final class PostgresPool: PostgresQueryable, Sendable {
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
         try Task.checkCancellation()
         let connection = try await acquire()
-        let ping = configuration.pingIdleConnectionsAfter
         do {
-            let rows = try await runBlocking { () throws(PostgresError) in
-                try connection.prepareForUse(pingAfter: ping)
-                return try connection.execute(query)
-            }
+            let rows = try await run(query, on: connection)
             await release(connection)
             return rows
         } catch {
@@ -100,7 +98,7 @@ public final class PostgresPool: PostgresQueryable, Sendable {
     }
 
     enum Grant: Sendable {
-        case connection(BlockingConnection)
+        case connection(LibPQConnection)
         case openNew
     }
 
@@ -113,7 +111,7 @@ public final class PostgresPool: PostgresQueryable, Sendable {
     /// The pool's bookkeeping. Only touched under `state`'s lock; continuations are resumed after unlocking.
     struct State {
         let maximumConnections: Int
-        var idle: [BlockingConnection] = []
+        var idle: [LibPQConnection] = []
         /// Open connections plus those being opened.
         var connectionCount = 0
         var waiters: [Waiter] = []
@@ -134,7 +132,7 @@ public final class PostgresPool: PostgresQueryable, Sendable {
         }
 
         /// A returned connection goes to the longest waiter, or back to the idle list.
-        mutating func returned(_ connection: BlockingConnection) -> (Waiter, Grant)? {
+        mutating func returned(_ connection: LibPQConnection) -> (Waiter, Grant)? {
             if isClosed {
                 connectionCount -= 1
                 return nil
@@ -156,7 +154,7 @@ public final class PostgresPool: PostgresQueryable, Sendable {
             return waiters.remove(at: index)
         }
 
-        mutating func close() -> ([BlockingConnection], [Waiter]) {
+        mutating func close() -> ([LibPQConnection], [Waiter]) {
             isClosed = true
             let idle = self.idle
             connectionCount -= idle.count
@@ -167,7 +165,7 @@ public final class PostgresPool: PostgresQueryable, Sendable {
         }
     }
 
-    func acquire() async throws -> BlockingConnection {
+    func acquire() async throws -> LibPQConnection {
         // Fast path, no continuation: an idle connection or a free slot.
         let (immediate, waiterID) = state.withLock { state -> (Result<Grant, PostgresError>?, Int) in
             if let grant = state.grantImmediately() { return (grant, 0) }
@@ -207,7 +205,7 @@ public final class PostgresPool: PostgresQueryable, Sendable {
         }
     }
 
-    private func connection(for grant: Grant) async throws -> BlockingConnection {
+    private func connection(for grant: Grant) async throws -> LibPQConnection {
         switch grant {
         case .connection(let connection):
             connection.checkBeforeNextUse = true
@@ -216,7 +214,7 @@ public final class PostgresPool: PostgresQueryable, Sendable {
             let connectionString = configuration.connectionString
             do {
                 let connection = try await runBlocking { () throws(PostgresError) in
-                    try BlockingConnection(connectionString: connectionString)
+                    try LibPQConnection(connectionString: connectionString)
                 }
                 logger.debug("opened a Postgres connection")
                 return connection
@@ -238,7 +236,7 @@ public final class PostgresPool: PostgresQueryable, Sendable {
     }
 
     /// Returns a connection. One left inside a transaction (its task was cancelled mid-way) is rolled back first.
-    func release(_ connection: BlockingConnection) async {
+    func release(_ connection: LibPQConnection) async {
         if connection.isInTransaction {
             _ = try? await runBlocking { () throws(PostgresError) in try connection.executeScript("ROLLBACK") }
         }
@@ -248,6 +246,21 @@ public final class PostgresPool: PostgresQueryable, Sendable {
             waiter.continuation.resume(returning: grant)
         } else if state.withLock({ $0.isClosed }) {
             connection.close()
+        }
+    }
+
+    /// Runs one statement: sent from the calling thread and collected by the poller when the connection needs no
+    /// blocking check and has the statement prepared (the common case), else on the pool's threads.
+    func run(_ query: PostgresQuery, on connection: LibPQConnection) async throws -> PostgresRows {
+        let ping = configuration.pingIdleConnectionsAfter
+        if connection.isReadyWithoutBlocking(pingAfter: ping),
+            let rows = try await PostgresPoller.shared.run(query, on: connection)
+        {
+            return rows
+        }
+        return try await runBlocking { () throws(PostgresError) in
+            try connection.prepareForUse(pingAfter: ping)
+            return try connection.execute(query)
         }
     }
 
@@ -272,16 +285,11 @@ public final class PostgresPool: PostgresQueryable, Sendable {
 /// A connection leased from a ``PostgresPool`` for the duration of a closure. Do not let it escape the closure.
 public struct PostgresConnection: PostgresQueryable {
     let pool: PostgresPool
-    let connection: BlockingConnection
+    let connection: LibPQConnection
 
     public func query(_ query: PostgresQuery) async throws -> PostgresRows {
         try Task.checkCancellation()
-        let connection = self.connection
-        let ping = pool.configuration.pingIdleConnectionsAfter
-        return try await pool.runBlocking { () throws(PostgresError) in
-            try connection.prepareForUse(pingAfter: ping)
-            return try connection.execute(query)
-        }
+        return try await pool.run(query, on: connection)
     }
 
     /// Runs a script of statements without parameters (simple query protocol), such as a migration file.

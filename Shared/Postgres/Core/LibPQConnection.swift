@@ -5,13 +5,20 @@ internal import HabitFlowCrypto
 @preconcurrency internal import Glibc
 #endif
 
-/// One libpq connection. Every call blocks the calling thread.
+/// One libpq connection, in libpq's non-blocking mode.
 ///
-/// - Important: only ever used by one thread at a time, and never on an event-loop thread or the Swift
-///   cooperative pool: ``PostgresPool`` hands a connection to exactly one lease holder and runs its calls on the
-///   pool's dedicated threads. That exclusive ownership, not a lock, is what makes the `@unchecked Sendable` below
-///   sound (libpq allows a connection to move between threads, not to be used by two at once).
-final class BlockingConnection: @unchecked Sendable {
+/// Two ways to run a statement: the blocking calls (``execute(_:)``, ``executeScript(_:)``, connecting and `PQreset`),
+/// which run on the pool's dedicated threads, and the non-blocking send (``sendPrepared(_:)``) plus
+/// ``PostgresPoller`` collecting the answer, for a statement already prepared on this connection: the common case,
+/// with no thread hop to send and one poller thread waiting for every connection's answer.
+///
+/// - Important: only ever used by one thread at a time, and never blocking on an event-loop thread or the Swift
+///   cooperative pool: ``PostgresPool`` hands a connection to exactly one lease holder, whose calls run one after
+///   another (a send on the caller's thread, then the poller's collection, or a blocking call on the pool's threads).
+///   That exclusive ownership, handed over through the pool's and the poller's locks, not a lock of its own, is what
+///   makes the `@unchecked Sendable` below sound (libpq allows a connection to move between threads, not to be used by
+///   two at once).
+final class LibPQConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
     /// Prepared statement names by statement key (SQL + parameter types).
     private var preparedStatements: [String: String] = [:]
@@ -41,6 +48,8 @@ final class BlockingConnection: @unchecked Sendable {
         }
         // Notices (for example "relation already exists, skipping") would go to stderr unstructured; drop them.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        // Sends never block (PQexec and friends still wait for their answer, whatever the mode).
+        PQsetnonblocking(handle, 1)
         self.handle = handle
     }
 
@@ -73,26 +82,36 @@ final class BlockingConnection: @unchecked Sendable {
         try ensureUsable(pingAfter: pingAfter)
     }
 
+    /// Does the lease's check where it cannot block: `true` when the connection is usable as it is, `false` when it
+    /// needs a round trip or a reconnection (``prepareForUse(pingAfter:)`` on the pool's threads).
+    func isReadyWithoutBlocking(pingAfter: Duration) -> Bool {
+        guard checkBeforeNextUse else { return true }
+        guard ContinuousClock.now - lastUsed <= pingAfter, serverHasNotHungUp() else { return false }
+        checkBeforeNextUse = false
+        return true
+    }
+
     /// Makes sure the connection works before a caller uses it, reconnecting (`PQreset`) when the server closed it,
     /// for example after a restart. Connections idle longer than `pingAfter` also get a real round trip, which
     /// catches half-open TCP connections that reading the socket cannot.
     func ensureUsable(pingAfter: Duration) throws(PostgresError) {
-        guard let handle else { throw PostgresError(kind: .connectionFailed, message: "connection is closed") }
-        // Non-blocking: an idle connection has nothing to read unless the server hung up (restart, terminated
-        // backend: a FATAL message and EOF) or sent notifications. One zero-timeout poll tells which.
-        var healthy = PQstatus(handle) == CONNECTION_OK
-        if healthy {
-            let peerClosed = Int16(0x2000)  // POLLRDHUP (Linux): the peer shut down its side.
-            var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN) | peerClosed, revents: 0)
-            if poll(&descriptor, 1, 0) > 0 {
-                let hungUp = descriptor.revents & (peerClosed | Int16(POLLHUP) | Int16(POLLERR) | Int16(POLLNVAL)) != 0
-                healthy = !hungUp && PQconsumeInput(handle) == 1 && PQstatus(handle) == CONNECTION_OK
-            }
-        }
+        guard handle != nil else { throw PostgresError(kind: .connectionFailed, message: "connection is closed") }
+        var healthy = serverHasNotHungUp()
         if healthy && ContinuousClock.now - lastUsed > pingAfter {
             healthy = ping()
         }
         if !healthy { try reset() }
+    }
+
+    /// Non-blocking: an idle connection has nothing to read unless the server hung up (restart, terminated backend:
+    /// a FATAL message and EOF) or sent notifications. One zero-timeout poll tells which.
+    private func serverHasNotHungUp() -> Bool {
+        guard let handle, PQstatus(handle) == CONNECTION_OK else { return false }
+        let peerClosed = Int16(0x2000)  // POLLRDHUP (Linux): the peer shut down its side.
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN) | peerClosed, revents: 0)
+        guard poll(&descriptor, 1, 0) > 0 else { return true }
+        let hungUp = descriptor.revents & (peerClosed | Int16(POLLHUP) | Int16(POLLERR) | Int16(POLLNVAL)) != 0
+        return !hungUp && PQconsumeInput(handle) == 1 && PQstatus(handle) == CONNECTION_OK
     }
 
     private func ping() -> Bool {
@@ -109,6 +128,7 @@ final class BlockingConnection: @unchecked Sendable {
         guard PQstatus(handle) == CONNECTION_OK else {
             throw PostgresError(kind: .connectionFailed, message: Self.errorMessage(handle))
         }
+        PQsetnonblocking(handle, 1)
         lastUsed = .now
     }
 
@@ -122,6 +142,59 @@ final class BlockingConnection: @unchecked Sendable {
         lastUsed = .now
         return try Self.rows(from: result, handle: handle)
     }
+
+    // MARK: - Non-blocking statements (driven by PostgresPoller)
+
+    /// What a non-blocking send left to do.
+    enum SendProgress {
+        /// Everything is in the socket; wait for the answer.
+        case sent
+        /// Part of the request is still in libpq's buffer; wait until the socket is writable and ``flush()``.
+        case needsFlush
+    }
+
+    /// Sends `query` without waiting, when its prepared statement exists on this connection; `nil` when it does not
+    /// (preparing waits for the server, so the caller runs ``execute(_:)`` on the pool's threads instead).
+    func sendPrepared(_ query: PostgresQuery) throws(PostgresError) -> SendProgress? {
+        guard let handle else { throw PostgresError(kind: .connectionFailed, message: "connection is closed") }
+        guard let name = preparedStatements[Self.statementKey(query)] else { return nil }
+        let sent = try withParameterArrays(query.binds) { values, lengths, formats in
+            PQsendQueryPrepared(handle, name, Int32(query.binds.count), values, lengths, formats, 0)
+        }
+        guard sent == 1 else {
+            throw PostgresError(
+                kind: PQstatus(handle) == CONNECTION_OK ? .other : .connectionLost, message: Self.errorMessage(handle))
+        }
+        lastUsed = .now
+        return try flush()
+    }
+
+    /// Pushes what libpq still buffers of the request into the socket.
+    func flush() throws(PostgresError) -> SendProgress {
+        guard let handle else { throw PostgresError(kind: .connectionLost, message: "connection is closed") }
+        switch PQflush(handle) {
+        case 0: return .sent
+        case 1: return .needsFlush
+        default: throw PostgresError(kind: .connectionLost, message: Self.errorMessage(handle))
+        }
+    }
+
+    /// Reads what the socket has; the statement's rows once the whole answer is in, `nil` while it is not.
+    func receiveResult() throws(PostgresError) -> PostgresRows? {
+        guard let handle else { throw PostgresError(kind: .connectionLost, message: "connection is closed") }
+        guard PQconsumeInput(handle) == 1 else {
+            throw PostgresError(kind: .connectionLost, message: Self.errorMessage(handle))
+        }
+        if PQisBusy(handle) == 1 { return nil }
+        // One statement: its result, then NULL. Reading up to NULL readies the connection for the next statement.
+        let first = PQgetResult(handle)
+        while let extra = PQgetResult(handle) { PQclear(extra) }
+        lastUsed = .now
+        return try Self.rows(from: first, handle: handle)
+    }
+
+    /// The socket the poller waits on (it changes when `PQreset` reconnects).
+    var socket: Int32 { handle.map { PQsocket($0) } ?? -1 }
 
     /// Runs a script of one or more statements without parameters (simple query protocol).
     ///
@@ -172,9 +245,14 @@ final class BlockingConnection: @unchecked Sendable {
     /// A connection keeps at most this many; past it, all are dropped and re-prepared on use.
     private static let preparedStatementLimit = 1000
 
-    private func preparedStatementName(for query: PostgresQuery, handle: OpaquePointer) throws(PostgresError) -> String {
+    private static func statementKey(_ query: PostgresQuery) -> String {
         var key = query.sql
         for bind in query.binds { key += "\u{0}\(bind.type.rawValue)" }
+        return key
+    }
+
+    private func preparedStatementName(for query: PostgresQuery, handle: OpaquePointer) throws(PostgresError) -> String {
+        let key = Self.statementKey(query)
         if let name = preparedStatements[key] { return name }
 
         if preparedStatements.count >= Self.preparedStatementLimit {
