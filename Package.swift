@@ -127,6 +127,13 @@ let package = Package(
             path: "Benchmarks/PostgresBenchmark",
             swiftSettings: swiftSettings
         ),
+        // Token issue/verify costs next to the bare signatures (Benchmarks/tokens.sh); prints figures, not a test.
+        .executableTarget(
+            name: "tokens-benchmark",
+            dependencies: ["HabitFlowTokens", "HabitFlowCrypto"],
+            path: "Benchmarks/TokensBenchmark",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HabitFlowTLS",
             dependencies: ["COpenSSL", .product(name: "NIOCore", package: "swift-nio")],
