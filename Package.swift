@@ -296,11 +296,13 @@ let package = Package(
             dependencies: [
                 "HabitFlowAuth",
                 "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
                 "HabitFlowServiceKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Benchmarks/AuthBenchmark",
             swiftSettings: swiftSettings

@@ -19,16 +19,7 @@ log "building auth-benchmark (release)"
 swift build -c release --product auth-benchmark --scratch-path "$scratch" >&2
 benchmark="$scratch/release/auth-benchmark"
 
-workdir=$(mktemp -d /tmp/habitflow-authbench.XXXXXX)
-chmod 755 "$workdir"
-cleanup() {
-    pg_stop "$workdir/postgres"
-    rm -rf "$workdir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-pg_start_throwaway "$workdir"
+pg_throwaway habitflow-authbench
 port=$PG_THROWAWAY_PORT
 log "Postgres on 127.0.0.1:$port; $seconds s per phase, $concurrency concurrent logins"
 

@@ -80,3 +80,13 @@ pg_start_throwaway() {
     done
     pg_create_database "$workdir/postgres" "$PG_THROWAWAY_PORT" habitflow
 }
+
+# pg_throwaway NAME: pg_start_throwaway in a new folder /tmp/NAME.XXXXXX, stopped and removed when the calling script
+# exits (it sets the EXIT, INT and TERM traps). Sets PG_THROWAWAY_DIR too. For benchmark scripts.
+pg_throwaway() {
+    PG_THROWAWAY_DIR=$(mktemp -d "/tmp/$1.XXXXXX")
+    chmod 755 "$PG_THROWAWAY_DIR"
+    trap 'pg_stop "$PG_THROWAWAY_DIR/postgres"; rm -rf "$PG_THROWAWAY_DIR"' EXIT
+    trap 'exit 130' INT TERM
+    pg_start_throwaway "$PG_THROWAWAY_DIR"
+}
