@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
     ],
     targets: [
         // MARK: C libraries (system-library targets, pkg-config + apt providers)
@@ -264,6 +266,29 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Load-test driver (Tools/Load): the engine, scenarios and reports as a library, a tiny executable
+
+        .target(
+            name: "HabitFlowLoad",
+            dependencies: [
+                "GRPCInteropTesting",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tools/Load/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-load",
+            dependencies: ["HabitFlowLoad"],
+            path: "Tools/Load/Main",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Tests
 
         // Helpers shared by several test targets (a throwaway PKI made with the openssl command line).
@@ -382,6 +407,20 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/CodegenTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LoadTests",
+            dependencies: [
+                "HabitFlowLoad",
+                "GRPCInteropTesting",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/LoadTests",
             swiftSettings: swiftSettings
         ),
     ]
