@@ -261,6 +261,7 @@ let package = Package(
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tools/Interop/Client",
             swiftSettings: swiftSettings
@@ -341,6 +342,7 @@ let package = Package(
                 "HabitFlowRPCServer",
                 "HabitFlowTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

@@ -47,6 +47,7 @@ struct ProbeService: RPCService {
     static let fail = method("Fail")
     static let echo = method("Echo")
     static let metadata = method("Metadata")
+    static let peer = method("Peer")
 
     var methods: [ServerMethod] {
         let probe = self.probe
@@ -77,6 +78,7 @@ struct ProbeService: RPCService {
                 throw RPCError(.invalidArgument, "name: must not be empty ☹\tnew\nline").addingDetail(badRequest)
             },
             .unary(Self.echo) { (request: Google_Protobuf_BytesValue, _) in request },
+            .unary(Self.peer) { (_: Google_Protobuf_Empty, context) in Google_Protobuf_StringValue(context.peer) },
             .unary(Self.metadata) { (_: Google_Protobuf_Empty, context) in
                 let seen = ["authorization", "traceparent", "x-user"].map { "\($0)=\(context.requestMetadata[$0] ?? "")" }
                 return Google_Protobuf_StringValue(seen.joined(separator: ";"))

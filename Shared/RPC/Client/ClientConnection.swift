@@ -10,12 +10,19 @@ final class ClientConnection: Sendable {
     let channel: any Channel
     let handler: NIOLoopBound<ClientConnectionHandler>
     let state: ClientConnectionState
+    let target: RPCChannelConfiguration.Target
 
-    private init(channel: any Channel, handler: NIOLoopBound<ClientConnectionHandler>, state: ClientConnectionState) {
+    private init(
+        channel: any Channel, handler: NIOLoopBound<ClientConnectionHandler>, state: ClientConnectionState,
+        target: RPCChannelConfiguration.Target
+    ) {
         self.channel = channel
         self.handler = handler
         self.state = state
+        self.target = target
     }
+
+    var eventLoop: any EventLoop { channel.eventLoop }
 
     /// Whether new calls may go here (not closed, no GOAWAY received).
     var acceptsCalls: Bool { state.acceptsCalls }
@@ -77,7 +84,7 @@ final class ClientConnection: Sendable {
                 timeout.cancel()
                 let handler = try channel.pipeline.syncOperations.handler(type: ClientConnectionHandler.self)
                 return ClientConnection(
-                    channel: channel, handler: NIOLoopBound(handler, eventLoop: eventLoop), state: state)
+                    channel: channel, handler: NIOLoopBound(handler, eventLoop: eventLoop), state: state, target: target)
             }.flatMapErrorThrowing { error in
                 timeout.cancel()
                 channel.close(promise: nil)

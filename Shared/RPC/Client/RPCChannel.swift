@@ -94,7 +94,8 @@ public final class RPCChannel: RPCClientTransport {
             if let connection = subchannel.readyConnection() { ready.append(connection) }
         }
         if !ready.isEmpty {
-            return ready[nextPick.wrappingAdd(1, ordering: .relaxed).oldValue % ready.count]
+            let picked = ready[nextPick.wrappingAdd(1, ordering: .relaxed).oldValue % ready.count]
+            return Self.sameTargetOnCurrentEventLoop(as: picked, among: ready) ?? picked
         }
         let attempts = subchannels.map { $0.connect() }
         let race = ConnectionRace(count: attempts.count)
@@ -116,6 +117,18 @@ public final class RPCChannel: RPCClientTransport {
         } onCancel: {
             race.finish(.failure(RPCError(.cancelled, "the call was cancelled")))
         }
+    }
+}
+
+extension RPCChannel {
+    /// When the caller runs on an event loop (a server handler, or a task preferring an ``EventLoopTaskExecutor``) and
+    /// the picked connection lives on another, a ready connection to the same target on the caller's loop instead: the
+    /// call then starts and completes without a thread hop. Same target, so the balance across replicas is unchanged.
+    fileprivate static func sameTargetOnCurrentEventLoop(
+        as picked: ClientConnection, among ready: [ClientConnection]
+    ) -> ClientConnection? {
+        guard let current = MultiThreadedEventLoopGroup.currentEventLoop, picked.eventLoop !== current else { return nil }
+        return ready.first { $0.eventLoop === current && $0.target == picked.target }
     }
 }
 

@@ -11,7 +11,7 @@ final class Subchannel: Sendable {
     private let configuration: RPCChannelConfiguration
     private let tlsContext: TLSContext?
     private let keepaliveInterval: KeepaliveInterval
-    private let eventLoop: any EventLoop
+    let eventLoop: any EventLoop
     private let logger: Logger
     private let state = Mutex(State())
 

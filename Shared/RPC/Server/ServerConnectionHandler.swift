@@ -789,19 +789,3 @@ struct KeepalivePolicy {
         lastPing = nil
     }
 }
-
-/// Runs handler tasks on the connection's event loop, so a call that does not suspend never changes threads.
-final class EventLoopTaskExecutor: TaskExecutor {
-    let eventLoop: any EventLoop
-
-    init(eventLoop: any EventLoop) {
-        self.eventLoop = eventLoop
-    }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        eventLoop.execute {
-            job.runSynchronously(on: self.asUnownedTaskExecutor())
-        }
-    }
-}

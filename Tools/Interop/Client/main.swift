@@ -11,6 +11,7 @@ import GRPCInteropTesting
 import HabitFlowRPC
 import HabitFlowRPCClient
 import Logging
+import NIOPosix
 
 struct Options {
     var host = "127.0.0.1"
@@ -71,12 +72,16 @@ struct WorkerResult: Sendable {
     var errors = 0
 }
 
+let eventLoopExecutors = MultiThreadedEventLoopGroup.singleton.makeIterator().map { EventLoopTaskExecutor(eventLoop: $0) }
 let clock = ContinuousClock()
 let measureStart = clock.now + .seconds(options.warmUp)
 let measureEnd = measureStart + .seconds(options.duration)
 let results = await withTaskGroup(of: WorkerResult.self) { group in
-    for _ in 0..<options.concurrency {
-        group.addTask {
+    for worker in 0..<options.concurrency {
+        // Each worker runs on an event loop, where the channel places its calls on that loop's connections (as a
+        // server handler calling another service does): no thread hop per call.
+        let executor = eventLoopExecutors[worker % eventLoopExecutors.count]
+        group.addTask(executorPreference: executor) {
             var result = WorkerResult()
             result.latencies.reserveCapacity(Int(options.duration) * 20_000 / max(options.concurrency / 8, 1))
             while true {
