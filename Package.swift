@@ -136,6 +136,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Access tokens (Ed25519 JWTs), JWK Sets and OIDC ID tokens (Google, Apple): one JOSE core shared by the auth
+        // service, which issues and verifies, and the gateway, which only verifies. NIOHTTP1 + TLS fetch providers'
+        // key sets over https.
+        .target(
+            name: "HabitFlowTokens",
+            dependencies: [
+                "HabitFlowCrypto",
+                "HabitFlowTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Shared/Tokens",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: RPC runtime (gRPC over HTTP/2)
 
         .target(
@@ -229,6 +245,56 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             path: "Shared/Service",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Services (one library target with the logic, one tiny executable each)
+
+        // Generated code of Schemas/proto/habitflow/auth (scripts/generate-protos): used by auth, the gateway and the SDK.
+        .target(
+            name: "HabitFlowAuthProtos",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/Protos/Auth/Generated",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowAuth",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowEvents",
+                "HabitFlowOutbox",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowServiceKit",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Services/Auth/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-auth",
+            dependencies: ["HabitFlowAuth", "HabitFlowServiceKit"],
+            path: "Services/Auth/Main",
+            swiftSettings: swiftSettings
+        ),
+        // Logins per second (bcrypt cost 12) and a cheap RPC's p99 with and without login load (Benchmarks/auth.sh).
+        .executableTarget(
+            name: "auth-benchmark",
+            dependencies: [
+                "HabitFlowAuth",
+                "HabitFlowAuthProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Benchmarks/AuthBenchmark",
             swiftSettings: swiftSettings
         ),
 
@@ -351,8 +417,23 @@ let package = Package(
         ),
         .testTarget(
             name: "CryptoTests",
-            dependencies: ["HabitFlowCrypto"],
+            dependencies: ["HabitFlowCrypto", "HabitFlowTestSupport"],
             path: "Tests/CryptoTests",
+            swiftSettings: swiftSettings
+        ),
+        // Tokens against keys the tests generate, and key sets fetched from an https server started in the test.
+        .testTarget(
+            name: "TokensTests",
+            dependencies: [
+                "HabitFlowTokens",
+                "HabitFlowCrypto",
+                "HabitFlowTLS",
+                "HabitFlowTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/TokensTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -398,6 +479,27 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/ServiceKitTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "AuthTests",
+            dependencies: [
+                "HabitFlowAuth",
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowEvents",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                "HabitFlowTestSupport",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/AuthTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
