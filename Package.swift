@@ -297,6 +297,48 @@ let package = Package(
             path: "Benchmarks/AuthBenchmark",
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "HabitFlowHabitsProtos",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/Protos/Habits/Generated",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowHabits",
+            dependencies: [
+                "HabitFlowEvents",
+                "HabitFlowHabitsProtos",
+                "HabitFlowOutbox",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Services/Habits/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-habits",
+            dependencies: ["HabitFlowHabits", "HabitFlowServiceKit"],
+            path: "Services/Habits/Main",
+            swiftSettings: swiftSettings
+        ),
+        // Week view and mark-done latency for a user with five years of entries (Benchmarks/habits.sh); prints figures.
+        .executableTarget(
+            name: "habits-benchmark",
+            dependencies: [
+                "HabitFlowHabits",
+                "HabitFlowHabitsProtos",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/HabitsBenchmark",
+            swiftSettings: swiftSettings
+        ),
 
         // MARK: Interop (grpc/grpc's interop test service, Tools/Interop)
 
@@ -500,6 +542,25 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/AuthTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HabitsTests",
+            dependencies: [
+                "HabitFlowTestSupport",
+                "HabitFlowEvents",
+                "HabitFlowGRPCProtos",
+                "HabitFlowHabits",
+                "HabitFlowHabitsProtos",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/HabitsTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
