@@ -50,13 +50,15 @@ func temporaryPath(_ name: String) -> String {
         (["run", "--rate", "abc"], "--rate"),
         (["run", "--duration", "5 parsecs"], "is not a duration like 250us, 10ms, 1.5s or 2m"),
         (["run", "--max-p99", "10"], "'10' needs a unit: for example 10ms or 10s"),
-        (["run", "--scenario", "nope"], "unknown scenario 'nope'; the scenarios are: interop"),
+        (["run", "--scenario", "nope"], "unknown scenario 'nope'; the scenarios are: read-heavy, write-heavy, mixed, interop"),
         (["run", "--scenario", "interop", "--mix", "unary-call=2,dance=1"], "scenario 'interop' has no operation 'dance'"),
         (["run", "--scenario", "interop", "--max-p99", "dance:5ms"], "names 'dance', which is not in the mix"),
         (["run", "--scenario", "interop", "--users", "0"], "--users must be at least 1"),
         (["run", "--scenario", "interop", "--rate=-5"], "--rate must be a positive number"),
         (["run", "--target", "localhost:99999"], "port '99999' is not a number from 1 to 65535"),
         (["run", "--bogus"], "Unknown option '--bogus'"),
+        (["run", "--direct-auth", "127.0.0.1:7071"], "--direct-auth and --direct-habits go together"),
+        (["run", "--accounts", "/nonexistent/accounts.jsonl"], "accounts.jsonl"),
     ])
     func badOptionsExitWithUsageStatus(arguments: [String], message: String) async {
         let (status, output) = await runCommand(arguments)

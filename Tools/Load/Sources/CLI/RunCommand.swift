@@ -19,10 +19,16 @@ struct RunCommand: LoadSubcommand {
               habitflow-load run --scenario interop --target 127.0.0.1:50051 --users 64 --requests 100000
             """)
 
-    @OptionGroup var target: TargetOptions
+    @OptionGroup var endpoint: ConnectionOptions
 
     @Option(name: .shortAndLong, help: "The scenario (see `habitflow-load scenarios`).")
     var scenario = "mixed"
+
+    @Option(help: ArgumentHelp("Accounts file of `habitflow-load seed`: users resume these accounts instead of signing up.", valueName: "path"))
+    var accounts: String?
+
+    @Option(help: "Payload bytes of each UnaryCall (scenario interop).")
+    var payloadSize = 16
 
     @OptionGroup var load: LoadOptions
     @OptionGroup var thresholds: ThresholdOptions
@@ -36,19 +42,26 @@ struct RunCommand: LoadSubcommand {
     @Flag(help: "No progress line every second.")
     var quiet = false
 
+    func validate() throws {
+        guard payloadSize >= 0 else { throw ValidationError("--payload-size cannot be negative") }
+    }
+
     func execute(output: LoadOutput, stopper: LoadStopper) async -> Int32 {
+        var settings = endpoint.scenarioSettings()
+        settings.accountsFile = accounts
+        settings.payloadSize = payloadSize
         let scenario: any LoadScenario
         do {
-            scenario = try ScenarioCatalog.make(self.scenario, settings: target.scenarioSettings())
+            scenario = try ScenarioCatalog.make(self.scenario, settings: settings)
         } catch {
             output.diagnostics("habitflow-load: \(error)")
             return LoadExitCode.usage
         }
-        return await run(scenario, output: output, stopper: stopper)
+        return await run(scenario, target: settings.targetDescription, output: output, stopper: stopper)
     }
 
     private func run<Scenario: LoadScenario>(
-        _ scenario: Scenario, output: LoadOutput, stopper: LoadStopper
+        _ scenario: Scenario, target: String, output: LoadOutput, stopper: LoadStopper
     ) async -> Int32 {
         let plan: LoadPlan
         let thresholds: [Threshold]
@@ -63,7 +76,7 @@ struct RunCommand: LoadSubcommand {
         }
 
         let startedAt = Date()
-        output.diagnostics("habitflow-load: " + SummaryText.headline(plan: plan, scenario: scenario.name, target: "\(target.target)"))
+        output.diagnostics("habitflow-load: " + SummaryText.headline(plan: plan, scenario: scenario.name, target: target))
         let quiet = quiet
         let engine = LoadEngine(
             scenario: scenario, plan: plan, stopper: stopper, log: { output.diagnostics("habitflow-load: \($0)") },
@@ -77,16 +90,16 @@ struct RunCommand: LoadSubcommand {
         }
 
         let outcomes = thresholds.map { $0.evaluate(measurement) }
-        output.standard(SummaryText.render(measurement, target: "\(target.target)", outcomes: outcomes))
+        output.standard(SummaryText.render(measurement, target: target, outcomes: outcomes))
         do {
             if let json {
                 let report = LoadReport(
-                    measurement: measurement, target: "\(target.target)", startedAt: startedAt, outcomes: outcomes)
+                    measurement: measurement, target: target, startedAt: startedAt, outcomes: outcomes)
                 try report.encoded().write(to: URL(fileURLWithPath: json))
                 output.diagnostics("habitflow-load: wrote \(json)")
             }
             if let svg {
-                try PercentilePlot.svg(for: measurement, target: "\(target.target)", outcomes: outcomes)
+                try PercentilePlot.svg(for: measurement, target: target, outcomes: outcomes)
                     .write(toFile: svg, atomically: true, encoding: .utf8)
                 output.diagnostics("habitflow-load: wrote \(svg)")
             }
@@ -96,7 +109,7 @@ struct RunCommand: LoadSubcommand {
         }
         if measurement.total.succeeded == 0 {
             output.diagnostics(
-                "habitflow-load: no request succeeded; is \(target.target) the right target for scenario "
+                "habitflow-load: no request succeeded; is \(target) the right target for scenario "
                     + "'\(scenario.name)'?")
             return LoadExitCode.runFailed
         }
@@ -113,8 +126,8 @@ struct RunCommand: LoadSubcommand {
     }
 }
 
-/// Where to connect and how long calls may take.
-struct TargetOptions: ParsableArguments {
+/// Where to connect (the gateway, or the services directly) and how long calls may take.
+struct ConnectionOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp("The server: the gateway, or an interop server for --scenario interop.", valueName: "host:port"),
         transform: { try RPCTarget(parsing: $0) })
@@ -126,17 +139,27 @@ struct TargetOptions: ParsableArguments {
     @Option(help: ArgumentHelp("How long opening one connection may take.", valueName: "duration"), transform: secondsOrDuration)
     var connectTimeout: Duration = .seconds(5)
 
-    @Option(help: ArgumentHelp("Accounts file of `habitflow-load seed`: users log in with these instead of signing up.", valueName: "path"))
-    var accounts: String?
+    @Option(
+        help: ArgumentHelp(
+            "Auth service address: with --direct-habits, calls go straight to the services, signed with the internal credential, instead of through the gateway.",
+            valueName: "host:port"),
+        transform: { try RPCTarget(parsing: $0) })
+    var directAuth: RPCTarget?
 
-    @Option(help: "Payload bytes of each UnaryCall (scenario interop).")
-    var payloadSize = 16
+    @Option(help: ArgumentHelp("Habits service address (see --direct-auth).", valueName: "host:port"), transform: { try RPCTarget(parsing: $0) })
+    var directHabits: RPCTarget?
+
+    @Option(help: ArgumentHelp("Internal credential secret for --direct-* (default: $HABITFLOW_INTERNAL_SECRET, else the local stack's).", valueName: "secret"))
+    var internalSecret = ProcessInfo.processInfo.environment["HABITFLOW_INTERNAL_SECRET"] ?? "habitflow-local-development-secret"
 
     @Flag(help: "Logs connection events to standard error.")
     var verbose = false
 
     func validate() throws {
-        guard payloadSize >= 0 else { throw ValidationError("--payload-size cannot be negative") }
+        guard (directAuth == nil) == (directHabits == nil) else {
+            throw ValidationError("--direct-auth and --direct-habits go together")
+        }
+        guard !internalSecret.isEmpty else { throw ValidationError("--internal-secret cannot be empty") }
     }
 
     func scenarioSettings() -> ScenarioSettings {
@@ -148,8 +171,8 @@ struct TargetOptions: ParsableArguments {
             logger = Logger(label: "habitflow-load", factory: { _ in SwiftLogNoOpLogHandler() })
         }
         return ScenarioSettings(
-            connector: RPCConnector(target: target, connectTimeout: connectTimeout, logger: logger),
-            callTimeout: timeout, accountsFile: accounts, payloadSize: payloadSize)
+            target: target, direct: directAuth.flatMap { auth in directHabits.map { (auth, $0) } },
+            internalSecret: internalSecret, connectTimeout: connectTimeout, callTimeout: timeout, logger: logger)
     }
 }
 

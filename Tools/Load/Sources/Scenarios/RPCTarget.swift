@@ -1,3 +1,4 @@
+public import HabitFlowRPC
 public import HabitFlowRPCClient
 public import Logging
 
@@ -59,11 +60,17 @@ public struct RPCConnector: Sendable {
     public var target: RPCTarget
     public var connectTimeout: Duration
     public var logger: Logger
+    /// Run on every call (the internal credential's signer, for calls straight to a service).
+    public var interceptors: [any ClientInterceptor]
 
-    public init(target: RPCTarget, connectTimeout: Duration = .seconds(10), logger: Logger) {
+    public init(
+        target: RPCTarget, connectTimeout: Duration = .seconds(10), logger: Logger,
+        interceptors: [any ClientInterceptor] = []
+    ) {
         self.target = target
         self.connectTimeout = connectTimeout
         self.logger = logger
+        self.interceptors = interceptors
     }
 
     public func open() async throws -> RPCChannel {
@@ -71,7 +78,7 @@ public struct RPCConnector: Sendable {
         configuration.connectTimeout = connectTimeout
         // No retries, transparent ones included: the driver reports what the server answered.
         configuration.retry.maxAttempts = 1
-        let channel = try RPCChannel(configuration: configuration, logger: logger)
+        let channel = try RPCChannel(configuration: configuration, interceptors: interceptors, logger: logger)
         do {
             try await channel.connect()
         } catch {
