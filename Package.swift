@@ -129,6 +129,13 @@ let package = Package(
             path: "Benchmarks/PostgresBenchmark",
             swiftSettings: swiftSettings
         ),
+        // Token issue/verify costs next to the bare signatures (Benchmarks/tokens.sh); prints figures, not a test.
+        .executableTarget(
+            name: "tokens-benchmark",
+            dependencies: ["HabitFlowTokens", "HabitFlowCrypto"],
+            path: "Benchmarks/TokensBenchmark",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HabitFlowTLS",
             dependencies: ["COpenSSL", .product(name: "NIOCore", package: "swift-nio")],
@@ -340,6 +347,41 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Generated code of Schemas/proto/habitflow/gateway (the gateway's own API: the dashboard).
+        .target(
+            name: "HabitFlowGatewayProtos",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/Protos/Gateway/Generated",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowGateway",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowRPCSideServices",
+                "HabitFlowServiceKit",
+                "HabitFlowTLS",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            path: "Services/Gateway/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-gateway",
+            dependencies: ["HabitFlowGateway", "HabitFlowServiceKit"],
+            path: "Services/Gateway/Main",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Interop (grpc/grpc's interop test service, Tools/Interop)
 
         .target(
@@ -382,6 +424,7 @@ let package = Package(
             dependencies: [
                 "GRPCInteropTesting",
                 "HabitFlowAuthProtos",
+                "HabitFlowGatewayProtos",
                 "HabitFlowHabitsProtos",
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
@@ -583,6 +626,7 @@ let package = Package(
                 "HabitFlowLoad",
                 "GRPCInteropTesting",
                 "HabitFlowAuth",
+                "HabitFlowGateway",
                 "HabitFlowHabits",
                 "HabitFlowHabitsProtos",
                 "HabitFlowRPC",

@@ -23,7 +23,8 @@ public enum P256 {
         public init(x: [UInt8], y: [UInt8]) throws(CryptoError) {
             guard x.count == P256.coordinateByteCount, y.count == P256.coordinateByteCount else {
                 throw CryptoError(
-                    operation: "P-256 public key", reason: "expected 32-byte coordinates, got \(x.count) and \(y.count)")
+                    operation: "P-256 public key",
+                    reason: "expected 32-byte coordinates, got \(x.count) and \(y.count)")
             }
             self.x = x
             self.y = y

@@ -163,7 +163,7 @@ final class PKey {
 final class ParameterBuilder {
     let pointer: OpaquePointer
     private var numbers: [OpaquePointer] = []
-    private var buffers: [UnsafeMutableBufferPointer<UInt8>] = []
+    private var buffers: [UnsafeMutablePointer<UInt8>] = []
 
     init() throws(CryptoError) {
         guard let builder = OSSL_PARAM_BLD_new() else { throw CryptoError.openSSL("OSSL_PARAM_BLD_new") }
@@ -192,22 +192,21 @@ final class ParameterBuilder {
     }
 
     func pushOctetString(_ name: String, _ value: [UInt8]) throws(CryptoError) {
-        let copy = owned(value)
         try requireOne(
-            OSSL_PARAM_BLD_push_octet_string(pointer, ownedCString(name), copy.baseAddress, copy.count),
+            OSSL_PARAM_BLD_push_octet_string(pointer, ownedCString(name), owned(value), value.count),
             "OSSL_PARAM_BLD_push_octet_string(\(name))")
     }
 
-    private func owned(_ bytes: [UInt8]) -> UnsafeMutableBufferPointer<UInt8> {
-        let copy = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(bytes.count, 1))
-        _ = copy.initialize(from: bytes)
+    /// A copy of `bytes` that lives as long as this builder.
+    private func owned(_ bytes: [UInt8]) -> UnsafeMutablePointer<UInt8> {
+        let copy = UnsafeMutablePointer<UInt8>.allocate(capacity: max(bytes.count, 1))
+        copy.initialize(from: bytes, count: bytes.count)
         buffers.append(copy)
         return copy
     }
 
     private func ownedCString(_ string: String) -> UnsafeMutablePointer<CChar> {
-        let copy = owned(Array(string.utf8) + [0])
-        return UnsafeMutableRawPointer(copy.baseAddress!).assumingMemoryBound(to: CChar.self)
+        UnsafeMutableRawPointer(owned(Array(string.utf8) + [0])).assumingMemoryBound(to: CChar.self)
     }
 }
 

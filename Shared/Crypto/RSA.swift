@@ -31,7 +31,8 @@ public enum RSA {
                     reason: "modulus of \(bits) bits is outside \(RSA.minimumModulusBits)...\(RSA.maximumModulusBits)")
             }
             guard let last = exponent.last, exponent.count <= 8, last & 1 == 1, exponent != [1] else {
-                throw CryptoError(operation: "RSA public key", reason: "the exponent must be odd, at least 3 and at most 64 bits")
+                throw CryptoError(
+                    operation: "RSA public key", reason: "the exponent must be odd, at least 3 and at most 64 bits")
             }
             guard modulus.last.map({ $0 & 1 == 1 }) == true else {
                 throw CryptoError(operation: "RSA public key", reason: "the modulus is even")

@@ -141,11 +141,21 @@ public struct AccessTokenVerifier: Sendable {
     private let keysByID: [String: VerificationKey]
 
     /// - Parameter keys: Should two share a `kid`, the first wins.
+    /// - Precondition: `leeway` is not negative.
     public init(issuer: String, audience: String, keys: [VerificationKey], leeway: Duration = .seconds(30)) {
+        precondition(leeway >= .zero, "the leeway must not be negative")
         self.issuer = issuer
         self.audience = audience
         self.leeway = leeway
         self.keysByID = Dictionary(keys.map { ($0.keyID, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// A verifier for the Ed25519 signing keys of a JWK Set, as auth publishes them; other keys are ignored.
+    ///
+    /// A JWK carries no `notAfter`: a key verifies for as long as the set that lists it is in use.
+    public init(issuer: String, audience: String, keySet: JSONWebKeySet, leeway: Duration = .seconds(30)) {
+        self.init(
+            issuer: issuer, audience: audience, keys: keySet.keys.compactMap { VerificationKey($0) }, leeway: leeway)
     }
 
     /// The keys this verifier accepts.

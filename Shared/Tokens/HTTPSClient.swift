@@ -29,8 +29,10 @@ struct HTTPSGetClient: Sendable {
         let context: TLSContext
         do {
             // ALPN http/1.1: a server that also speaks h2 must not pick it for this connection.
-            context = try TLSContext(
-                configuration: .client(serverName: host, trustRoots: trustRoots) { $0.applicationProtocols = ["http/1.1"] })
+            let configuration = TLSConfiguration.client(serverName: host, trustRoots: trustRoots) {
+                $0.applicationProtocols = ["http/1.1"]
+            }
+            context = try TLSContext(configuration: configuration)
         } catch {
             throw Failure(description: "TLS configuration: \(error)")
         }
@@ -55,7 +57,8 @@ struct HTTPSGetClient: Sendable {
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.addHandler(TLSHandler(context: context))
                     try pipeline.addHTTPClientHandlers()
-                    try pipeline.addHandler(ResponseCollector(request: head, maximumBodyBytes: limit, response: response))
+                    try pipeline.addHandler(
+                        ResponseCollector(request: head, maximumBodyBytes: limit, response: response))
                 }
             }
             .connect(host: host, port: port)
@@ -80,7 +83,7 @@ struct HTTPSGetClient: Sendable {
 }
 
 /// Sends the request once the connection is up and gathers the response body into `response`.
-private final class ResponseCollector: ChannelInboundHandler, RemovableChannelHandler {
+private final class ResponseCollector: ChannelInboundHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundOut = HTTPClientRequestPart
 

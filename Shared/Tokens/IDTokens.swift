@@ -80,7 +80,9 @@ public struct IDTokenVerifier: Sendable {
     public let leeway: Duration
 
     /// - Parameter providers: Should two share a name, the first wins.
+    /// - Precondition: `leeway` is not negative.
     public init(providers: [OIDCProvider], leeway: Duration = .seconds(60)) {
+        precondition(leeway >= .zero, "the leeway must not be negative")
         self.providers = Dictionary(providers.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.leeway = leeway
     }

@@ -82,11 +82,15 @@ enum JSON {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // Encoding our own plain structs of strings and integers cannot fail.
-        guard let data = try? encoder.encode(value) else { preconditionFailure("JSON encoding of \(type(of: value)) failed") }
+        guard let data = try? encoder.encode(value) else {
+            preconditionFailure("JSON encoding of \(type(of: value)) failed")
+        }
         return Array(data)
     }
 
-    static func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8], what: String) throws(TokenError) -> Value {
+    static func decode<Value: Decodable>(
+        _ type: Value.Type, from bytes: [UInt8], what: String
+    ) throws(TokenError) -> Value {
         do {
             return try JSONDecoder().decode(type, from: Data(bytes))
         } catch let error as DecodingError {
@@ -106,7 +110,8 @@ enum JSON {
         case .typeMismatch(_, let context): return "wrong type at \(path(context))"
         case .valueNotFound(_, let context): return "null at \(path(context))"
         case .keyNotFound(let key, _): return "no \(key.stringValue)"
-        case .dataCorrupted(let context): return context.codingPath.isEmpty ? "not JSON" : "bad value at \(path(context))"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "not JSON" : "bad value at \(path(context))"
         @unknown default: return "undecodable"
         }
     }

@@ -147,7 +147,8 @@ public struct JSONWebKeySet: Sendable, Hashable {
                 case ("OKP", "Ed25519"):
                     publicKey = .ed25519(try Ed25519.PublicKey(rawRepresentation: member(x, "x", of: name)))
                 case ("RSA", _):
-                    publicKey = .rsa(try RSA.PublicKey(modulus: member(n, "n", of: name), exponent: member(e, "e", of: name)))
+                    publicKey = .rsa(
+                        try RSA.PublicKey(modulus: member(n, "n", of: name), exponent: member(e, "e", of: name)))
                 case ("EC", "P-256"):
                     publicKey = .p256(try P256.PublicKey(x: member(x, "x", of: name), y: member(y, "y", of: name)))
                 default:

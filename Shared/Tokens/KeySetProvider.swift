@@ -193,7 +193,9 @@ public struct RefreshingIDTokenVerifier: Sendable {
     public let leeway: Duration
 
     /// - Parameter providers: Should two share a name, the first wins.
+    /// - Precondition: `leeway` is not negative.
     public init(providers: [Provider], leeway: Duration = .seconds(60)) {
+        precondition(leeway >= .zero, "the leeway must not be negative")
         self.providers = Dictionary(providers.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.leeway = leeway
     }
@@ -202,7 +204,8 @@ public struct RefreshingIDTokenVerifier: Sendable {
         guard let provider = providers[name] else { throw .unknownProvider(name) }
         let jws = try CompactJWS(parsing: idToken)
         let keys = try await provider.keys.keys(containing: jws.requireKeyID())
-        let snapshot = OIDCProvider(name: provider.name, issuers: provider.issuers, audiences: provider.audiences, keys: keys)
+        let snapshot = OIDCProvider(
+            name: provider.name, issuers: provider.issuers, audiences: provider.audiences, keys: keys)
         return try IDTokenVerifier.verify(jws, provider: snapshot, now: now, leeway: leeway)
     }
 }

@@ -6,7 +6,8 @@ import Testing
 /// Published JWS examples (RFC 7515 appendix A): keys, signing input and signatures.
 private enum RFC7515 {
     /// BASE64URL(header) "." BASE64URL(payload) of A.2 (RS256); A.3 differs in the header only.
-    static let payload = "eyJpc3MiOiJqb2UiLA0KICJleHAiOjEzMDA4MTkzODAsDQogImh0dHA6Ly9leGFtcGxlLmNvbS9pc19yb290Ijp0cnVlfQ"
+    static let payload =
+        "eyJpc3MiOiJqb2UiLA0KICJleHAiOjEzMDA4MTkzODAsDQogImh0dHA6Ly9leGFtcGxlLmNvbS9pc19yb290Ijp0cnVlfQ"
     static let rs256SigningInput = "eyJhbGciOiJSUzI1NiJ9." + payload
     static let es256SigningInput = "eyJhbGciOiJFUzI1NiJ9." + payload
 
@@ -55,10 +56,31 @@ private func openssl(_ arguments: [String], in directory: String) throws -> Stri
     return result.output
 }
 
-private func temporaryDirectory() throws -> String {
-    let path = FileManager.default.temporaryDirectory.appendingPathComponent("habitflow-crypto-\(UUID().uuidString)").path
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
+/// What the openssl command line made: a key pair (`key.pem` in `directory`, for more openssl commands) and its
+/// SHA-256 signature of `message`, in openssl's own encoding (DER for ECDSA).
+private struct OpenSSLSignature {
+    var directory: String
+    var message: [UInt8]
+    var signature: [UInt8]
+}
+
+/// Generates a key with `openssl genpkey -algorithm ALGORITHM -pkeyopt OPTION`, signs a fresh message with
+/// `openssl dgst -sha256 -sign` and hands both to `body` in a temporary directory removed afterwards.
+private func withOpenSSLSignature(
+    algorithm: String,
+    keyOption: String,
+    _ body: (OpenSSLSignature) throws -> Void
+) throws {
+    let directory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("habitflow-crypto-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    _ = try openssl(["genpkey", "-algorithm", algorithm, "-pkeyopt", keyOption, "-out", "key.pem"], in: directory)
+    let message = "signed by openssl \(UUID())"
+    try message.write(toFile: "\(directory)/message", atomically: true, encoding: .utf8)
+    _ = try openssl(["dgst", "-sha256", "-sign", "key.pem", "-out", "signature", "message"], in: directory)
+    let signature = Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/signature")))
+    try body(OpenSSLSignature(directory: directory, message: Array(message.utf8), signature: signature))
 }
 
 private func bytes(hex: String) -> [UInt8] {
@@ -126,7 +148,8 @@ struct RSATests {
         #expect(signature.count == 256)
         // PKCS #1 v1.5 is deterministic.
         #expect(try key.signature(for: message) == signature)
-        let rebuilt = try RSA.PublicKey(modulus: [0, 0] + key.publicKey.modulus, exponent: [0] + key.publicKey.exponent)
+        let rebuilt = try RSA.PublicKey(
+            modulus: [0, 0] + key.publicKey.modulus, exponent: [0] + key.publicKey.exponent)
         #expect(rebuilt == key.publicKey)
         #expect(rebuilt.isValidSignature(signature, for: message))
         #expect(!rebuilt.isValidSignature(signature, for: Array("header.payloaD".utf8)))
@@ -135,19 +158,15 @@ struct RSATests {
 
     @Test("verifies a signature made by the openssl command line")
     func opensslSignature() throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        _ = try openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:3072", "-out", "key.pem"], in: directory)
-        let message = "signed by openssl \(UUID())"
-        try message.write(toFile: "\(directory)/message", atomically: true, encoding: .utf8)
-        _ = try openssl(["dgst", "-sha256", "-sign", "key.pem", "-out", "signature", "message"], in: directory)
-        let modulusLine = try openssl(["rsa", "-in", "key.pem", "-noout", "-modulus"], in: directory)
-        let modulus = bytes(hex: String(modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Modulus=".count)))
-        let key = try RSA.PublicKey(modulus: modulus, exponent: [1, 0, 1])
-        #expect(key.modulusBitCount == 3072)
-        let signature = Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/signature")))
-        #expect(key.isValidSignature(signature, for: Array(message.utf8)))
-        #expect(!key.isValidSignature(signature, for: Array((message + ".").utf8)))
+        try withOpenSSLSignature(algorithm: "RSA", keyOption: "rsa_keygen_bits:3072") { made in
+            let modulusLine = try openssl(["rsa", "-in", "key.pem", "-noout", "-modulus"], in: made.directory)
+            let modulus = bytes(
+                hex: String(modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Modulus=".count)))
+            let key = try RSA.PublicKey(modulus: modulus, exponent: [1, 0, 1])
+            #expect(key.modulusBitCount == 3072)
+            #expect(key.isValidSignature(made.signature, for: made.message))
+            #expect(!key.isValidSignature(made.signature, for: made.message + [0]))
+        }
     }
 
     @Test("refuses moduli under 2048 bits, bad exponents and small generated keys")
@@ -157,13 +176,19 @@ struct RSATests {
         var small = Array(modulus.prefix(128))
         small[127] |= 1
         #expect(throws: CryptoError.self) { try RSA.PublicKey(modulus: small, exponent: [1, 0, 1]) }
-        #expect(throws: CryptoError.self) { try RSA.PublicKey(modulus: Array(modulus.dropFirst()), exponent: [1, 0, 1]) }
+        #expect(throws: CryptoError.self) {
+            try RSA.PublicKey(modulus: Array(modulus.dropFirst()), exponent: [1, 0, 1])
+        }
         #expect(throws: CryptoError.self) { try RSA.PublicKey(modulus: [UInt8](), exponent: [1, 0, 1]) }
-        #expect(throws: CryptoError.self) { try RSA.PublicKey(modulus: [UInt8](repeating: 0xFF, count: 1025), exponent: [3]) }
+        #expect(throws: CryptoError.self) {
+            try RSA.PublicKey(modulus: [UInt8](repeating: 0xFF, count: 1025), exponent: [3])
+        }
         #expect(throws: CryptoError.self) { try RSA.PublicKey(modulus: modulus, exponent: [1]) }
         #expect(throws: CryptoError.self) { try RSA.PublicKey(modulus: modulus, exponent: [1, 0, 0]) }
         #expect(throws: CryptoError.self) { try RSA.PublicKey(modulus: modulus, exponent: []) }
-        #expect(throws: CryptoError.self) { try RSA.PublicKey(modulus: modulus, exponent: [UInt8](repeating: 1, count: 9)) }
+        #expect(throws: CryptoError.self) {
+            try RSA.PublicKey(modulus: modulus, exponent: [UInt8](repeating: 1, count: 9))
+        }
         #expect(throws: CryptoError.self) { try RSA.PrivateKey(bits: 1024) }
         #expect(try RSA.PublicKey(modulus: modulus, exponent: [3]).exponent == [3])
     }
@@ -218,23 +243,18 @@ struct P256Tests {
 
     @Test("verifies a signature made by the openssl command line (DER converted to r || s)")
     func opensslSignature() throws {
-        let directory = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        _ = try openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "key.pem"], in: directory)
-        _ = try openssl(["pkey", "-in", "key.pem", "-pubout", "-outform", "DER", "-out", "public.der"], in: directory)
-        let message = "signed by openssl \(UUID())"
-        try message.write(toFile: "\(directory)/message", atomically: true, encoding: .utf8)
-        _ = try openssl(["dgst", "-sha256", "-sign", "key.pem", "-out", "signature", "message"], in: directory)
-
-        // SubjectPublicKeyInfo for P-256 ends with the 65-byte uncompressed point.
-        let point = Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/public.der")).suffix(65))
-        try #require(point.first == 0x04)
-        let key = try P256.PublicKey(x: Array(point[1...32]), y: Array(point[33...64]))
-        let der = Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/signature")))
-        let raw = try rawSignature(fromDER: der)
-        #expect(key.isValidSignature(raw, for: Array(message.utf8)))
-        #expect(!key.isValidSignature(der, for: Array(message.utf8)))  // DER is not the JOSE form
-        #expect(!key.isValidSignature(raw, for: Array((message + ".").utf8)))
+        try withOpenSSLSignature(algorithm: "EC", keyOption: "ec_paramgen_curve:P-256") { made in
+            _ = try openssl(
+                ["pkey", "-in", "key.pem", "-pubout", "-outform", "DER", "-out", "public.der"], in: made.directory)
+            // SubjectPublicKeyInfo for P-256 ends with the 65-byte uncompressed point.
+            let point = Array(try Data(contentsOf: URL(fileURLWithPath: "\(made.directory)/public.der")).suffix(65))
+            try #require(point.first == 0x04)
+            let key = try P256.PublicKey(x: Array(point[1...32]), y: Array(point[33...64]))
+            let raw = try rawSignature(fromDER: made.signature)
+            #expect(key.isValidSignature(raw, for: made.message))
+            #expect(!key.isValidSignature(made.signature, for: made.message))  // DER is not the JOSE form
+            #expect(!key.isValidSignature(raw, for: made.message + [0]))
+        }
     }
 
     @Test("refuses points off the curve and coordinates of the wrong size")
@@ -243,7 +263,9 @@ struct P256Tests {
         var y = base64URL(RFC7515.ecY)
         y[31] ^= 1
         #expect(throws: CryptoError.self) { try P256.PublicKey(x: x, y: y) }
-        #expect(throws: CryptoError.self) { try P256.PublicKey(x: [UInt8](repeating: 0, count: 32), y: [UInt8](repeating: 0, count: 32)) }
+        #expect(throws: CryptoError.self) {
+            try P256.PublicKey(x: [UInt8](repeating: 0, count: 32), y: [UInt8](repeating: 0, count: 32))
+        }
         #expect(throws: CryptoError.self) { try P256.PublicKey(x: Array(x.dropFirst()), y: base64URL(RFC7515.ecY)) }
         #expect(throws: CryptoError.self) { try P256.PublicKey(x: x + [0], y: base64URL(RFC7515.ecY)) }
         #expect(throws: CryptoError.self) { try P256.PublicKey(x: [], y: []) }

@@ -1,5 +1,6 @@
 import Foundation
 import HabitFlowAuth
+import HabitFlowGateway
 import HabitFlowHabits
 import HabitFlowHabitsProtos
 import HabitFlowLoad
@@ -16,8 +17,10 @@ struct ServiceStack {
     static let secret = "load-tests-internal-secret"
     let auth: ServiceHost
     let habits: ServiceHost
+    /// In front of both when asked for.
+    let gateway: Gateway?
 
-    static func start() async throws -> ServiceStack {
+    static func start(withGateway: Bool = false) async throws -> ServiceStack {
         var habitsConfiguration = ServiceConfiguration(
             service: "habits", port: 0, databaseURL: try TestEnvironment.serviceURL("habits"),
             sqlDirectory: TestEnvironment.sqlRoot, internalSecret: secret)
@@ -42,7 +45,25 @@ struct ServiceStack {
         do {
             let auth = try await ServiceHost.start(
                 AuthService.definition(settings: settings), configuration: authConfiguration, logger: quietLogger)
-            return ServiceStack(auth: auth, habits: habits)
+            guard withGateway else { return ServiceStack(auth: auth, habits: habits, gateway: nil) }
+            var gatewayService = ServiceConfiguration(
+                service: "gateway", port: 0, databaseURL: nil, sqlDirectory: TestEnvironment.sqlRoot,
+                internalSecret: secret)
+            gatewayService.metricsPort = nil
+            gatewayService.logLevel = .error
+            for (name, port) in [("auth", auth.port), ("habits", habits.port)] {
+                gatewayService.serviceAddresses[name] = [.init(host: "127.0.0.1", port: port)]
+            }
+            var configuration = GatewayConfiguration(service: gatewayService)
+            // One test client address for every virtual user.
+            configuration.addressRateLimit = .init(perSecond: 100_000, burst: 100_000)
+            do {
+                let gateway = try await Gateway.start(configuration: configuration, logger: quietLogger)
+                return ServiceStack(auth: auth, habits: habits, gateway: gateway)
+            } catch {
+                await auth.shutdown()
+                throw error
+            }
         } catch {
             await habits.shutdown()
             throw error
@@ -57,6 +78,7 @@ struct ServiceStack {
     }
 
     func stop() async {
+        await gateway?.shutdown()
         await auth.shutdown()
         await habits.shutdown()
     }
@@ -82,6 +104,23 @@ struct ServiceStack {
         let ran = report.operations.filter { $0.succeeded > 0 }.map(\.name)
         #expect(ran.count == report.operations.count, "ran \(ran)")
         #expect(report.latencyMs.p99 > 0)
+    }
+
+    @Test func mixedScenarioThroughTheGatewayWithBearerTokens() async throws {
+        let stack = try await ServiceStack.start(withGateway: true)
+        let gatewayPort = try #require(stack.gateway?.port)
+        let json = temporaryPath("gateway.json")
+        defer { try? FileManager.default.removeItem(atPath: json) }
+        let (status, output) = await runCommand([
+            "run", "--scenario", "mixed", "--target", "127.0.0.1:\(gatewayPort)", "--users", "3", "--requests", "150",
+            "--quiet", "--json", json, "--max-error-rate", "0",
+        ])
+        await stack.stop()
+        #expect(status == 0, "\(output.diagnostics)\n\(output.standard)")
+        let report = try LoadReport.decode(Data(contentsOf: URL(fileURLWithPath: json)))
+        #expect(report.requests == 150 && report.failed == 0, "\(report.errorsByCode)")
+        #expect(report.operations.first { $0.name == "dashboard" }.map { $0.succeeded > 0 } == true)
+        #expect(report.operations.allSatisfy { $0.succeeded > 0 }, "\(report.operations.map { ($0.name, $0.succeeded) })")
     }
 
     @Test func seedWritesHistoryAndARunResumesTheSeededAccounts() async throws {

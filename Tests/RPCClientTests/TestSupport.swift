@@ -6,6 +6,7 @@ import HabitFlowRPCClient
 import HabitFlowRPCServer
 import HabitFlowTLS
 import Logging
+import NIOCore
 import SwiftProtobuf
 import Synchronization
 
@@ -47,6 +48,8 @@ struct ProbeService: RPCService {
     static let fail = method("Fail")
     static let echo = method("Echo")
     static let metadata = method("Metadata")
+    /// Server streaming: the response headers (with `x-probe: early`) at once, one message `Int64Value` ms later.
+    static let headersFirst = method("HeadersFirst")
     static let peer = method("Peer")
 
     var methods: [ServerMethod] {
@@ -78,6 +81,15 @@ struct ProbeService: RPCService {
                 throw RPCError(.invalidArgument, "name: must not be empty ☹\tnew\nline").addingDetail(badRequest)
             },
             .unary(Self.echo) { (request: Google_Protobuf_BytesValue, _) in request },
+            ServerMethod(descriptor: Self.headersFirst, kind: .serverStreaming) { context, transport in
+                guard let request = try await transport.nextRequest() else { return }
+                let delay = try Google_Protobuf_Int64Value(serializedBytes: Array(buffer: request.payload))
+                context.addInitialMetadata("x-probe", "early")
+                try await transport.sendInitialMetadata()
+                try await Task.sleep(for: .milliseconds(delay.value))
+                let response = try Google_Protobuf_Empty().serializedBytes() as [UInt8]
+                try await transport.sendResponse(ByteBuffer(bytes: response), compressed: false)
+            },
             .unary(Self.peer) { (_: Google_Protobuf_Empty, context) in Google_Protobuf_StringValue(context.peer) },
             .unary(Self.metadata) { (_: Google_Protobuf_Empty, context) in
                 let seen = ["authorization", "traceparent", "x-user"].map { "\($0)=\(context.requestMetadata[$0] ?? "")" }

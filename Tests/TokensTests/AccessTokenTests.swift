@@ -48,7 +48,8 @@ struct AccessTokenTests {
 
         let segments = token.split(separator: ".")
         #expect(segments.count == 3)
-        let header = try JSONSerialization.jsonObject(with: Data(Base64URL.decode(segments[0]) ?? [])) as? [String: String]
+        let header =
+            try JSONSerialization.jsonObject(with: Data(Base64URL.decode(segments[0]) ?? [])) as? [String: String]
         #expect(header == ["alg": "EdDSA", "typ": "JWT", "kid": fixture.signingKey.keyID])
         #expect(Base64URL.decode(segments[2])?.count == 64)
 
@@ -80,8 +81,12 @@ struct AccessTokenTests {
         var claimsWithNotBefore = Fixture.validClaims()
         claimsWithNotBefore["nbf"] = seconds(referenceNow, 120)
         let notBefore = try fixture.token(claims: claimsWithNotBefore)
-        #expect(tokenError { () throws(TokenError) in try fixture.verifier.verify(notBefore, now: referenceNow) } == .notYetValid)
-        #expect(tokenError { () throws(TokenError) in try fixture.verifier.verify(notBefore, now: referenceNow + 100) } == nil)
+        #expect(
+            tokenError { () throws(TokenError) in try fixture.verifier.verify(notBefore, now: referenceNow) }
+                == .notYetValid)
+        #expect(
+            tokenError { () throws(TokenError) in try fixture.verifier.verify(notBefore, now: referenceNow + 100) }
+                == nil)
     }
 
     @Test("wrong issuer and wrong audience are refused; aud may be an array")
@@ -107,7 +112,8 @@ struct AccessTokenTests {
         let otherIssuer = AccessTokenIssuer(signingKey: fixture.signingKey, issuer: "other", audience: audience)
         #expect(verify(try otherIssuer.issue(subject: "u", sessionID: "s", now: referenceNow).token) == .wrongIssuer)
         let otherAudience = AccessTokenIssuer(signingKey: fixture.signingKey, issuer: issuer, audience: "other")
-        #expect(verify(try otherAudience.issue(subject: "u", sessionID: "s", now: referenceNow).token) == .wrongAudience)
+        #expect(
+            verify(try otherAudience.issue(subject: "u", sessionID: "s", now: referenceNow).token) == .wrongAudience)
     }
 
     @Test(
@@ -118,11 +124,15 @@ struct AccessTokenTests {
         var claims = Fixture.validClaims()
         claims[name] = nil as Any?
         let withoutClaim = try fixture.token(claims: claims)
-        #expect(tokenError { () throws(TokenError) in try fixture.verifier.verify(withoutClaim, now: referenceNow) } == .missingClaim(name))
+        #expect(
+            tokenError { () throws(TokenError) in try fixture.verifier.verify(withoutClaim, now: referenceNow) }
+                == .missingClaim(name))
         if ["sub", "sid", "jti"].contains(name) {
             claims[name] = ""
             let emptyClaim = try fixture.token(claims: claims)
-            #expect(tokenError { () throws(TokenError) in try fixture.verifier.verify(emptyClaim, now: referenceNow) } == .missingClaim(name))
+            #expect(
+                tokenError { () throws(TokenError) in try fixture.verifier.verify(emptyClaim, now: referenceNow) }
+                    == .missingClaim(name))
         }
     }
 
@@ -148,7 +158,9 @@ struct AccessTokenTests {
             #expect(verify(hmac) == .unsupportedAlgorithm("HS256"))
         }
         for algorithm in ["RS256", "ES256", "EdDSA ", "eddsa", "ED25519"] {
-            let token = try craftToken(header: #"{"alg":"\#(algorithm)","kid":"\#(kid)","typ":"JWT"}"#, payload: payload) {
+            let token = try craftToken(
+                header: #"{"alg":"\#(algorithm)","kid":"\#(kid)","typ":"JWT"}"#, payload: payload
+            ) {
                 try fixture.signingKey.privateKey.signature(for: $0)
             }
             #expect(verify(token) == .unsupportedAlgorithm(algorithm))
@@ -162,12 +174,19 @@ struct AccessTokenTests {
         let verify = { (token: String) in
             tokenError { () throws(TokenError) in try fixture.verifier.verify(token, now: referenceNow) }
         }
-        #expect(verify(try fixture.token(header: #"{"alg":"EdDSA","kid":"nope","typ":"JWT"}"#, claims: claims)) == .unknownKey("nope"))
-        #expect(verify(try fixture.token(header: #"{"alg":"EdDSA","typ":"JWT"}"#, claims: claims)) == .missingClaim("kid"))
-        #expect(verify(try fixture.token(header: #"{"alg":"EdDSA","kid":"","typ":"JWT"}"#, claims: claims)) == .missingClaim("kid"))
+        #expect(
+            verify(try fixture.token(header: #"{"alg":"EdDSA","kid":"nope","typ":"JWT"}"#, claims: claims))
+                == .unknownKey("nope"))
+        #expect(
+            verify(try fixture.token(header: #"{"alg":"EdDSA","typ":"JWT"}"#, claims: claims)) == .missingClaim("kid"))
+        #expect(
+            verify(try fixture.token(header: #"{"alg":"EdDSA","kid":"","typ":"JWT"}"#, claims: claims))
+                == .missingClaim("kid"))
         let kid = fixture.signingKey.keyID
         #expect(verify(try fixture.token(header: #"{"alg":"EdDSA","kid":"\#(kid)"}"#, claims: claims)) == nil)
-        if case .malformed = verify(try fixture.token(header: #"{"alg":"EdDSA","kid":"\#(kid)","typ":"at+jwt"}"#, claims: claims)) {
+        if case .malformed = verify(
+            try fixture.token(header: #"{"alg":"EdDSA","kid":"\#(kid)","typ":"at+jwt"}"#, claims: claims))
+        {
         } else {
             Issue.record("typ at+jwt was accepted")
         }
@@ -191,7 +210,8 @@ struct AccessTokenTests {
             #expect(error != nil, "accepted a token changed at \(index)")
             if let error { outcomes[String(describing: error).prefix(9).description, default: 0] += 1 }
             // In the payload and the signature, every change that still decodes is a bad signature.
-            if index > dots[0], case .malformed = error {} else if index > dots[0] {
+            if index > dots[0], case .malformed = error {
+            } else if index > dots[0] {
                 #expect(error == .invalidSignature)
             }
         }
@@ -208,7 +228,11 @@ struct AccessTokenTests {
         ])
     func malformed(_ token: String) throws {
         let fixture = try Fixture()
-        guard case .malformed = tokenError({ () throws(TokenError) in try fixture.verifier.verify(token, now: referenceNow) }) else {
+        guard
+            case .malformed = tokenError({ () throws(TokenError) in
+                try fixture.verifier.verify(token, now: referenceNow)
+            })
+        else {
             Issue.record("\(token) was not refused as malformed")
             return
         }
@@ -229,7 +253,9 @@ struct AccessTokenTests {
         for payload in ["not json", "[]", "null", "42", #"{"exp":"#, ""] {
             #expect(isMalformed(verify(try craftToken(header: header, payload: payload, sign: sign))), "\(payload)")
         }
-        for (name, value) in [("exp", "soon" as Any), ("iat", true), ("exp", 1e300), ("iat", -5), ("aud", 7), ("aud", [1]), ("sub", 9)] {
+        for (name, value) in [
+            ("exp", "soon" as Any), ("iat", true), ("exp", 1e300), ("iat", -5), ("aud", 7), ("aud", [1]), ("sub", 9),
+        ] {
             var claims = Fixture.validClaims()
             claims[name] = value
             #expect(isMalformed(verify(try fixture.token(claims: claims))), "\(name): \(value)")
@@ -248,7 +274,8 @@ struct AccessTokenTests {
         for _ in 0..<2000 {
             let length = Int.random(in: 0..<300, using: &generator)
             let token = String((0..<length).map { _ in alphabet.randomElement(using: &generator) ?? "A" })
-            #expect(tokenError { () throws(TokenError) in try fixture.verifier.verify(token, now: referenceNow) } != nil)
+            #expect(
+                tokenError { () throws(TokenError) in try fixture.verifier.verify(token, now: referenceNow) } != nil)
         }
     }
 
@@ -256,8 +283,10 @@ struct AccessTokenTests {
     func rotation() throws {
         let oldKey = try SigningKey.generate()
         let newKey = try SigningKey.generate()
-        let oldIssuer = AccessTokenIssuer(signingKey: oldKey, issuer: issuer, audience: audience, lifetime: .seconds(3600))
-        let newIssuer = AccessTokenIssuer(signingKey: newKey, issuer: issuer, audience: audience, lifetime: .seconds(3600))
+        let oldIssuer = AccessTokenIssuer(
+            signingKey: oldKey, issuer: issuer, audience: audience, lifetime: .seconds(3600))
+        let newIssuer = AccessTokenIssuer(
+            signingKey: newKey, issuer: issuer, audience: audience, lifetime: .seconds(3600))
         let rotatedAt = referenceNow
         let oldToken = try oldIssuer.issue(subject: "u", sessionID: "s", now: rotatedAt - 60)
         let newToken = try newIssuer.issue(subject: "u", sessionID: "s", now: rotatedAt + 60)
@@ -273,17 +302,42 @@ struct AccessTokenTests {
         let longLived = try AccessTokenIssuer(
             signingKey: oldKey, issuer: issuer, audience: audience, lifetime: .seconds(7200)
         ).issue(subject: "u", sessionID: "s", now: rotatedAt)
-        #expect(tokenError { () throws(TokenError) in try verifier.verify(longLived.token, now: rotatedAt + 3601) } == .unknownKey(oldKey.keyID))
-        #expect(tokenError { () throws(TokenError) in try verifier.verify(longLived.token, now: rotatedAt + 3599) } == nil)
+        #expect(
+            tokenError { () throws(TokenError) in try verifier.verify(longLived.token, now: rotatedAt + 3601) }
+                == .unknownKey(oldKey.keyID))
+        #expect(
+            tokenError { () throws(TokenError) in try verifier.verify(longLived.token, now: rotatedAt + 3599) } == nil)
 
         let newOnly = AccessTokenVerifier(issuer: issuer, audience: audience, keys: [newKey.verificationKey()])
-        #expect(tokenError { () throws(TokenError) in try newOnly.verify(oldToken.token, now: rotatedAt) } == .unknownKey(oldKey.keyID))
+        #expect(
+            tokenError { () throws(TokenError) in try newOnly.verify(oldToken.token, now: rotatedAt) }
+                == .unknownKey(oldKey.keyID))
 
         // A key under the right kid but with other material is a bad signature, not a pass.
         let impostor = AccessTokenVerifier(
             issuer: issuer, audience: audience,
             keys: [VerificationKey(keyID: oldKey.keyID, publicKey: newKey.privateKey.publicKey)])
-        #expect(tokenError { () throws(TokenError) in try impostor.verify(oldToken.token, now: rotatedAt) } == .invalidSignature)
+        #expect(
+            tokenError { () throws(TokenError) in try impostor.verify(oldToken.token, now: rotatedAt) }
+                == .invalidSignature)
+    }
+
+    @Test("a verifier built from the key set auth publishes accepts its tokens and ignores foreign keys")
+    func fromPublishedKeySet() throws {
+        let current = try SigningKey.generate()
+        let previous = try SigningKey.generate()
+        let foreign = JSONWebKey(keyID: "rsa", publicKey: .rsa(try RSA.PrivateKey().publicKey))
+        let published = JSONWebKeySet(keys: [
+            current.verificationKey().jsonWebKey, previous.verificationKey().jsonWebKey, foreign,
+        ])
+        let verifier = AccessTokenVerifier(
+            issuer: issuer, audience: audience, keySet: try JSONWebKeySet(json: published.json()))
+        #expect(Set(verifier.keys.map(\.keyID)) == [current.keyID, previous.keyID])
+        for key in [current, previous] {
+            let issued = try AccessTokenIssuer(signingKey: key, issuer: issuer, audience: audience)
+                .issue(subject: "u", sessionID: "s", now: referenceNow)
+            #expect(try verifier.verify(issued.token, now: referenceNow) == issued.claims)
+        }
     }
 
     @Test("errors describe themselves without the token")

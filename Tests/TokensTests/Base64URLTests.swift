@@ -1,7 +1,8 @@
+import HabitFlowCrypto
 import HabitFlowTokens
 import Testing
 
-@Suite("Base64URL: unpadded, strict")
+@Suite("Base64URL (unpadded, strict) and the EdDSA JWS encoding")
 struct Base64URLTests {
     @Test("encodes RFC 4648 vectors without padding, in the URL-safe alphabet")
     func encodes() {
@@ -28,5 +29,21 @@ struct Base64URLTests {
         arguments: ["Zg==", "Zm8=", "+/+/", "Zm9v Yg", "Zm9v\n", "Z", "Zm9vY", "Zh", "Zm9", "Zm9vYh", "é"])
     func refuses(_ text: String) {
         #expect(Base64URL.decode(text) == nil)
+    }
+
+    @Test("reproduces the EdDSA JWS of RFC 8037 appendix A.4 byte for byte")
+    func rfc8037Example() throws {
+        let privateKey = try Ed25519.PrivateKey(
+            rawRepresentation: try #require(Base64URL.decode("nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A")))
+        #expect(
+            Base64URL.encode(privateKey.publicKey.rawRepresentation) == "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo")
+        let signingInput =
+            Base64URL.encode(Array(#"{"alg":"EdDSA"}"#.utf8)) + "."
+            + Base64URL.encode(Array("Example of Ed25519 signing".utf8))
+        #expect(signingInput == "eyJhbGciOiJFZERTQSJ9.RXhhbXBsZSBvZiBFZDI1NTE5IHNpZ25pbmc")
+        let signature = try privateKey.signature(for: Array(signingInput.utf8))
+        #expect(
+            Base64URL.encode(signature)
+                == "hgyY0il_MGCjP0JzlnLWG1PPOt7-09PGcvMg3AIbQR6dWbhijcNR4ki4iylGjg5BhVsPt9g7sVvpAr_MuM0KAg")
     }
 }

@@ -63,7 +63,8 @@ func googleClaims(now: Date = referenceNow, issuer: String = "https://accounts.g
 func appleClaims(now: Date = referenceNow) -> [String: Any?] {
     [
         "iss": "https://appleid.apple.com", "aud": appleClientID, "exp": seconds(now, 600), "iat": seconds(now),
-        "sub": "001234.5f9a3c1e2b7d4e6f8a0b1c2d3e4f5a6b.1234", "c_hash": "x1Zp6sQ", "email": "q8x2@privaterelay.appleid.com",
+        "sub": "001234.5f9a3c1e2b7d4e6f8a0b1c2d3e4f5a6b.1234", "c_hash": "x1Zp6sQ",
+        "email": "q8x2@privaterelay.appleid.com",
         "email_verified": "true", "is_private_email": "true", "auth_time": seconds(now), "nonce_supported": true,
         "nonce": "n-0S6_WzA2Mj",
     ]
@@ -76,13 +77,21 @@ struct IDTokenTests {
     let appleECKey: ProviderKey
     let verifier: IDTokenVerifier
 
+    /// Generated once for the suite (each test gets a fresh instance): RSA key generation is most of its CPU time.
+    private static let sharedKeys = Result { () throws -> [ProviderKey] in
+        [
+            try .rsa(kid: "a50f6e70ef4b548a5fd9142eecd1fb8f54dce9ee"), try .rsa(kid: "Sf2lFqwkpX"),
+            try .p256(kid: "apple-ec-1"),
+        ]
+    }
+
     init() throws {
-        googleKey = try .rsa(kid: "a50f6e70ef4b548a5fd9142eecd1fb8f54dce9ee")
-        appleRSAKey = try .rsa(kid: "Sf2lFqwkpX")
-        appleECKey = try .p256(kid: "apple-ec-1")
+        let keys = try Self.sharedKeys.get()
+        (googleKey, appleRSAKey, appleECKey) = (keys[0], keys[1], keys[2])
         verifier = IDTokenVerifier(providers: [
             .google(clientIDs: ["web-client", googleClientID], keys: JSONWebKeySet(keys: [googleKey.jsonWebKey])),
-            .apple(clientIDs: [appleClientID], keys: JSONWebKeySet(keys: [appleRSAKey.jsonWebKey, appleECKey.jsonWebKey])),
+            .apple(
+                clientIDs: [appleClientID], keys: JSONWebKeySet(keys: [appleRSAKey.jsonWebKey, appleECKey.jsonWebKey])),
         ])
     }
 
@@ -92,7 +101,8 @@ struct IDTokenTests {
 
     @Test("a Google ID token (RS256) verifies, with either issuer spelling")
     func google() throws {
-        let claims = try verifier.verify(try googleKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
+        let claims = try verifier.verify(
+            try googleKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
         #expect(
             claims
                 == IDTokenClaims(
@@ -116,7 +126,9 @@ struct IDTokenTests {
         }
         var claims = appleClaims()
         claims["email_verified"] = "false"
-        #expect(!(try verifier.verify(try appleECKey.token(claims: claims), provider: "apple", now: referenceNow).emailVerified))
+        #expect(
+            !(try verifier.verify(try appleECKey.token(claims: claims), provider: "apple", now: referenceNow)
+                .emailVerified))
         claims["email_verified"] = nil as Any?
         claims["email"] = nil as Any?
         let anonymous = try verifier.verify(try appleECKey.token(claims: claims), provider: "apple", now: referenceNow)
@@ -135,8 +147,12 @@ struct IDTokenTests {
         #expect(verify(try googleKey.token(claims: claims), "google") == nil)
         claims["aud"] = appleClientID  // a client id of ours, but not Google's
         #expect(verify(try googleKey.token(claims: claims), "google") == .wrongAudience)
-        #expect(verify(try googleKey.token(claims: googleClaims(issuer: "https://appleid.apple.com")), "google") == .wrongIssuer)
-        #expect(verify(try googleKey.token(claims: googleClaims(issuer: "https://accounts.google.com/")), "google") == .wrongIssuer)
+        #expect(
+            verify(try googleKey.token(claims: googleClaims(issuer: "https://appleid.apple.com")), "google")
+                == .wrongIssuer)
+        #expect(
+            verify(try googleKey.token(claims: googleClaims(issuer: "https://accounts.google.com/")), "google")
+                == .wrongIssuer)
         let token = try googleKey.token(claims: googleClaims())
         #expect(verify(token, "google", now: referenceNow + 3659) == nil)  // 60 s leeway
         #expect(verify(token, "google", now: referenceNow + 3660) == .expired)
@@ -167,16 +183,27 @@ struct IDTokenTests {
             #expect(verify(hmac, "google") == .unsupportedAlgorithm("HS256"))
         }
         // ES256 named for an RSA key, RS256 for an EC key, PS256 and RS512 at all.
-        #expect(verify(try googleKey.token(claims: googleClaims(), algorithm: "ES256"), "google") == .unsupportedAlgorithm("ES256"))
-        #expect(verify(try appleECKey.token(claims: appleClaims(), algorithm: "RS256"), "apple") == .unsupportedAlgorithm("RS256"))
-        #expect(verify(try googleKey.token(claims: googleClaims(), algorithm: "PS256"), "google") == .unsupportedAlgorithm("PS256"))
-        #expect(verify(try googleKey.token(claims: googleClaims(), algorithm: "RS512"), "google") == .unsupportedAlgorithm("RS512"))
+        #expect(
+            verify(try googleKey.token(claims: googleClaims(), algorithm: "ES256"), "google")
+                == .unsupportedAlgorithm("ES256"))
+        #expect(
+            verify(try appleECKey.token(claims: appleClaims(), algorithm: "RS256"), "apple")
+                == .unsupportedAlgorithm("RS256"))
+        #expect(
+            verify(try googleKey.token(claims: googleClaims(), algorithm: "PS256"), "google")
+                == .unsupportedAlgorithm("PS256"))
+        #expect(
+            verify(try googleKey.token(claims: googleClaims(), algorithm: "RS512"), "google")
+                == .unsupportedAlgorithm("RS512"))
     }
 
     @Test("unknown kid, missing kid, encryption keys and bad signatures are refused")
     func keyChecks() throws {
-        #expect(verify(try googleKey.token(claims: googleClaims(), kid: "rotated-away"), "google") == .unknownKey("rotated-away"))
-        let noKid = try craftToken(header: #"{"alg":"RS256"}"#, payload: claimsJSON(googleClaims()), sign: googleKey.sign)
+        #expect(
+            verify(try googleKey.token(claims: googleClaims(), kid: "rotated-away"), "google")
+                == .unknownKey("rotated-away"))
+        let noKid = try craftToken(
+            header: #"{"alg":"RS256"}"#, payload: claimsJSON(googleClaims()), sign: googleKey.sign)
         #expect(verify(noKid, "google") == .missingClaim("kid"))
 
         let impostor = try ProviderKey.rsa(kid: googleKey.kid)
@@ -189,7 +216,9 @@ struct IDTokenTests {
         ])
         let token = try googleKey.token(claims: googleClaims())
         #expect(
-            tokenError { () throws(TokenError) in try encryptionOnly.verify(token, provider: "google", now: referenceNow) }
+            tokenError { () throws(TokenError) in
+                try encryptionOnly.verify(token, provider: "google", now: referenceNow)
+            }
                 == .unknownKey(googleKey.kid))
     }
 

@@ -53,10 +53,14 @@ struct JSONWebKeySetTests {
 
         let document = try #require(try JSONSerialization.jsonObject(with: json) as? [String: [[String: String]]])
         let keys = try #require(document["keys"])
-        #expect(keys[0] == ["kty": "OKP", "crv": "Ed25519", "x": Base64URL.encode(ed25519.publicKey.rawRepresentation),
-                            "kid": ed25519.keyID, "use": "sig", "alg": "EdDSA"])
+        #expect(
+            keys[0] == [
+                "kty": "OKP", "crv": "Ed25519", "x": Base64URL.encode(ed25519.publicKey.rawRepresentation),
+                "kid": ed25519.keyID, "use": "sig", "alg": "EdDSA",
+            ])
         #expect(keys[1]["kty"] == "RSA" && keys[1]["e"] == "AQAB" && keys[1]["alg"] == "RS256")
-        #expect(keys[2]["kty"] == "EC" && keys[2]["crv"] == "P-256" && keys[2]["alg"] == "ES256" && keys[2]["use"] == nil)
+        #expect(
+            keys[2]["kty"] == "EC" && keys[2]["crv"] == "P-256" && keys[2]["alg"] == "ES256" && keys[2]["use"] == nil)
         #expect(keys.allSatisfy { $0["d"] == nil })
 
         #expect(VerificationKey(try #require(try JSONWebKeySet(json: json)[ed25519.keyID])) == ed25519)

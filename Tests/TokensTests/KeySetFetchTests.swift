@@ -39,7 +39,9 @@ final class KeySetServer: Sendable {
         self.channel = channel
     }
 
-    static func start(certificate: TestCertificates.Identity = TestCertificates.shared.server) async throws -> KeySetServer {
+    static func start(certificate: TestCertificates.Identity = TestCertificates.shared.server) async throws
+        -> KeySetServer
+    {
         let context = try TLSContext(
             configuration: .server(
                 certificateChain: .file(certificate.certificatePath), privateKey: .file(certificate.privateKeyPath)
@@ -52,7 +54,8 @@ final class KeySetServer: Sendable {
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.addHandler(TLSHandler(context: context))
                     try pipeline.configureHTTPServerPipeline()
-                    try pipeline.addHandler(RouteHandler { path in box.withLock { $0 }?.respond(to: path) ?? .notFound })
+                    try pipeline.addHandler(
+                        RouteHandler { path in box.withLock { $0 }?.respond(to: path) ?? .notFound })
                 }
             }
             .bind(host: "127.0.0.1", port: 0)
@@ -119,7 +122,9 @@ private final class RouteHandler: ChannelInboundHandler {
         case .status(let status):
             headers.add(name: "Content-Length", value: "0")
             if status == .found { headers.add(name: "Location", value: "/jwks") }
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
+                promise: nil)
         case .body(let body, let chunked):
             headers.add(name: "Content-Type", value: "application/json")
             if chunked {
@@ -127,7 +132,9 @@ private final class RouteHandler: ChannelInboundHandler {
             } else {
                 headers.add(name: "Content-Length", value: "\(body.count)")
             }
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil
+            )
             var offset = 0
             repeat {
                 let end = min(offset + 64 * 1024, body.count)
@@ -138,6 +145,21 @@ private final class RouteHandler: ChannelInboundHandler {
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
     }
+}
+
+/// Runs `body` against a fresh server and stops the server afterwards, also when `body` throws.
+private func withKeySetServer(
+    certificate: TestCertificates.Identity = TestCertificates.shared.server,
+    _ body: (KeySetServer) async throws -> Void
+) async throws {
+    let server = try await KeySetServer.start(certificate: certificate)
+    do {
+        try await body(server)
+    } catch {
+        try await server.stop()
+        throw error
+    }
+    try await server.stop()
 }
 
 private let testTrustRoots = TLSConfiguration.TrustRoots.certificates(.file(TestCertificates.shared.caCertificatePath))
@@ -151,60 +173,71 @@ private func unavailableReason(_ body: () async throws(TokenError) -> JSONWebKey
 struct KeySetFetchTests {
     @Test("loads a key set over HTTPS, with a content length or chunked, and with a query")
     func loadsOverHTTPS() async throws {
-        let server = try await KeySetServer.start()
-        defer { Task { try await server.stop() } }
-        let key = try ProviderKey.rsa(kid: "k1")
-        server.serve(JSONWebKeySet(keys: [key.jsonWebKey]))
-        for path in ["/jwks", "/jwks-chunked", "/jwks?v=1"] {
-            let set = try await JWKSSource.url(server.url(path), trustRoots: testTrustRoots).load()
-            #expect(set.keys == [key.jsonWebKey], "\(path)")
+        try await withKeySetServer { server in
+            let key = try ProviderKey.rsa(kid: "k1")
+            server.serve(JSONWebKeySet(keys: [key.jsonWebKey]))
+            for path in ["/jwks", "/jwks-chunked", "/jwks?v=1"] {
+                let set = try await JWKSSource.url(server.url(path), trustRoots: testTrustRoots).load()
+                #expect(set.keys == [key.jsonWebKey], "\(path)")
+            }
         }
     }
 
     @Test("refuses non-200 answers, bodies over 1 MiB, non-JSON, slow servers, untrusted certificates and http URLs")
     func failures() async throws {
-        let server = try await KeySetServer.start()
-        defer { Task { try await server.stop() } }
-        for path in ["/missing", "/redirect", "/broken", "/huge", "/huge-chunked"] {
-            let reason = await unavailableReason { () async throws(TokenError) in
-                try await JWKSSource.url(server.url(path), trustRoots: testTrustRoots).load()
+        try await withKeySetServer { server in
+            for path in ["/missing", "/redirect", "/broken", "/huge", "/huge-chunked"] {
+                let reason = await unavailableReason { () async throws(TokenError) in
+                    try await JWKSSource.url(server.url(path), trustRoots: testTrustRoots).load()
+                }
+                #expect(reason != nil, "\(path)")
             }
-            #expect(reason != nil, "\(path)")
-        }
-        #expect(
-            await unavailableReason { () async throws(TokenError) in
-                try await JWKSSource.url(server.url("/missing"), trustRoots: testTrustRoots).load()
-            }?.contains("404") == true)
-        if case .malformed = await tokenError({ () async throws(TokenError) in
-            try await JWKSSource.url(server.url("/not-json"), trustRoots: testTrustRoots).load()
-        }) {} else {
-            Issue.record("a non-JSON body was not refused as malformed")
-        }
+            #expect(
+                await unavailableReason { () async throws(TokenError) in
+                    try await JWKSSource.url(server.url("/missing"), trustRoots: testTrustRoots).load()
+                }?.contains("404") == true)
+            if case .malformed = await tokenError({ () async throws(TokenError) in
+                try await JWKSSource.url(server.url("/not-json"), trustRoots: testTrustRoots).load()
+            }) {
+            } else {
+                Issue.record("a non-JSON body was not refused as malformed")
+            }
 
-        let started = ContinuousClock.now
-        let slow = await unavailableReason { () async throws(TokenError) in
-            try await JWKSSource.url(server.url("/slow"), trustRoots: testTrustRoots, timeout: .milliseconds(300)).load()
-        }
-        #expect(slow?.contains("within") == true)
-        #expect(ContinuousClock.now - started < .seconds(5))
+            let started = ContinuousClock.now
+            let slow = await unavailableReason { () async throws(TokenError) in
+                try await JWKSSource.url(server.url("/slow"), trustRoots: testTrustRoots, timeout: .milliseconds(300))
+                    .load()
+            }
+            #expect(slow?.contains("within") == true)
+            #expect(ContinuousClock.now - started < .seconds(5))
 
-        // The system store does not know the test CA.
-        #expect(await unavailableReason { () async throws(TokenError) in try await JWKSSource.url(server.url("/jwks")).load() } != nil)
-        let http = URL(string: "http://127.0.0.1:\(server.port)/jwks") ?? server.url("/")
-        #expect(await unavailableReason { () async throws(TokenError) in try await JWKSSource.url(http, trustRoots: testTrustRoots).load() } != nil)
-        let closedPort = URL(string: "https://127.0.0.1:1/jwks") ?? server.url("/")
-        #expect(await unavailableReason { () async throws(TokenError) in try await JWKSSource.url(closedPort, trustRoots: testTrustRoots).load() } != nil)
+            // The system store does not know the test CA.
+            #expect(
+                await unavailableReason { () async throws(TokenError) in
+                    try await JWKSSource.url(server.url("/jwks")).load()
+                } != nil)
+            let http = URL(string: "http://127.0.0.1:\(server.port)/jwks") ?? server.url("/")
+            #expect(
+                await unavailableReason { () async throws(TokenError) in
+                    try await JWKSSource.url(http, trustRoots: testTrustRoots).load()
+                } != nil)
+            let closedPort = URL(string: "https://127.0.0.1:1/jwks") ?? server.url("/")
+            #expect(
+                await unavailableReason { () async throws(TokenError) in
+                    try await JWKSSource.url(closedPort, trustRoots: testTrustRoots).load()
+                } != nil)
+        }
     }
 
     @Test("a server whose certificate another CA issued is refused")
     func rogueServer() async throws {
-        let server = try await KeySetServer.start(certificate: TestCertificates.shared.rogueServer)
-        defer { Task { try await server.stop() } }
-        #expect(
-            await unavailableReason { () async throws(TokenError) in
-                try await JWKSSource.url(server.url("/jwks"), trustRoots: testTrustRoots).load()
-            } != nil)
-        #expect(server.requestCount("/jwks") == 0)
+        try await withKeySetServer(certificate: TestCertificates.shared.rogueServer) { server in
+            #expect(
+                await unavailableReason { () async throws(TokenError) in
+                    try await JWKSSource.url(server.url("/jwks"), trustRoots: testTrustRoots).load()
+                } != nil)
+            #expect(server.requestCount("/jwks") == 0)
+        }
     }
 
     @Test("loads a key set from a file; a missing file is unavailable")
@@ -213,97 +246,134 @@ struct KeySetFetchTests {
         defer { try? FileManager.default.removeItem(atPath: path) }
         try Data(RealWorldKeySets.google.utf8).write(to: URL(fileURLWithPath: path))
         #expect(try await JWKSSource.file(path).load().keys.count == 2)
-        #expect(await unavailableReason { () async throws(TokenError) in try await JWKSSource.file(path + ".missing").load() } != nil)
+        #expect(
+            await unavailableReason { () async throws(TokenError) in try await JWKSSource.file(path + ".missing").load()
+            } != nil)
     }
 
     @Test("a token with an unknown kid makes the provider refetch, and then it verifies")
     func refetchOnUnknownKey() async throws {
-        let server = try await KeySetServer.start()
-        defer { Task { try await server.stop() } }
-        let oldKey = try ProviderKey.rsa(kid: "old")
-        let newKey = try ProviderKey.p256(kid: "new")
-        server.serve(JSONWebKeySet(keys: [oldKey.jsonWebKey]))
-        let keys = JWKSProvider(source: .url(server.url("/jwks"), trustRoots: testTrustRoots), refetchInterval: .zero)
-        let verifier = RefreshingIDTokenVerifier(providers: [.google(clientIDs: [googleClientID], keys: keys)])
+        try await withKeySetServer { server in
+            let oldKey = try ProviderKey.rsa(kid: "old")
+            let newKey = try ProviderKey.p256(kid: "new")
+            server.serve(JSONWebKeySet(keys: [oldKey.jsonWebKey]))
+            let keys = JWKSProvider(
+                source: .url(server.url("/jwks"), trustRoots: testTrustRoots), refetchInterval: .zero)
+            let verifier = RefreshingIDTokenVerifier(providers: [.google(clientIDs: [googleClientID], keys: keys)])
 
-        let first = try await verifier.verify(try oldKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
-        #expect(first.subject == "110169484474386276334")
-        #expect(server.requestCount("/jwks") == 1)
-        // Known kid: served from the cache.
-        _ = try await verifier.verify(try oldKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
-        #expect(server.requestCount("/jwks") == 1)
+            let first = try await verifier.verify(
+                try oldKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
+            #expect(first.subject == "110169484474386276334")
+            #expect(server.requestCount("/jwks") == 1)
+            // Known kid: served from the cache.
+            _ = try await verifier.verify(
+                try oldKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
+            #expect(server.requestCount("/jwks") == 1)
 
-        // The provider rotates: the new key is published, then used.
-        server.serve(JSONWebKeySet(keys: [oldKey.jsonWebKey, newKey.jsonWebKey]))
-        let second = try await verifier.verify(try newKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
-        #expect(second.email == "ada@example.com")
-        #expect(server.requestCount("/jwks") == 2)
-        #expect(await keys.loadCount == 2)
+            // The provider rotates: the new key is published, then used.
+            server.serve(JSONWebKeySet(keys: [oldKey.jsonWebKey, newKey.jsonWebKey]))
+            let second = try await verifier.verify(
+                try newKey.token(claims: googleClaims()), provider: "google", now: referenceNow)
+            #expect(second.email == "ada@example.com")
+            #expect(server.requestCount("/jwks") == 2)
+            #expect(await keys.loadCount == 2)
 
-        // A kid nobody publishes: one more fetch, then unknown.
-        let strayToken = try ProviderKey.rsa(kid: "stray").token(claims: googleClaims())
-        let error = await tokenError { () async throws(TokenError) in
-            try await verifier.verify(strayToken, provider: "google", now: referenceNow)
+            // A kid nobody publishes: one more fetch, then unknown.
+            let strayToken = try ProviderKey.rsa(kid: "stray").token(claims: googleClaims())
+            let error = await tokenError { () async throws(TokenError) in
+                try await verifier.verify(strayToken, provider: "google", now: referenceNow)
+            }
+            #expect(error == .unknownKey("stray"))
+            #expect(server.requestCount("/jwks") == 3)
+            #expect(
+                await tokenError { () async throws(TokenError) in
+                    try await verifier.verify(strayToken, provider: "apple", now: referenceNow)
+                } == .unknownProvider("apple"))
         }
-        #expect(error == .unknownKey("stray"))
-        #expect(server.requestCount("/jwks") == 3)
-        #expect(
-            await tokenError { () async throws(TokenError) in
-                try await verifier.verify(strayToken, provider: "apple", now: referenceNow)
-            } == .unknownProvider("apple"))
     }
 
     @Test("refetches are rate-limited, and concurrent callers share one fetch")
     func rateLimit() async throws {
-        let server = try await KeySetServer.start()
-        defer { Task { try await server.stop() } }
-        let oldKey = try ProviderKey.rsa(kid: "old")
-        let newKey = try ProviderKey.rsa(kid: "new")
-        server.serve(JSONWebKeySet(keys: [oldKey.jsonWebKey]))
-        let keys = JWKSProvider(source: .url(server.url("/jwks"), trustRoots: testTrustRoots))
-        #expect(keys.refetchInterval == .seconds(60))
+        try await withKeySetServer { server in
+            let oldKey = try ProviderKey.rsa(kid: "old")
+            let newKey = try ProviderKey.rsa(kid: "new")
+            server.serve(JSONWebKeySet(keys: [oldKey.jsonWebKey]))
+            let keys = JWKSProvider(source: .url(server.url("/jwks"), trustRoots: testTrustRoots))
+            #expect(keys.refetchInterval == .seconds(60))
 
-        async let a = keys.keys()
-        async let b = keys.keys()
-        async let c = keys.keys(containing: "old")
-        let results = try await [a, b, c]
-        #expect(results.allSatisfy { $0.keys == [oldKey.jsonWebKey] })
-        #expect(server.requestCount("/jwks") == 1)
+            async let a = keys.keys()
+            async let b = keys.keys()
+            async let c = keys.keys(containing: "old")
+            let results = try await [a, b, c]
+            #expect(results.allSatisfy { $0.keys == [oldKey.jsonWebKey] })
+            #expect(server.requestCount("/jwks") == 1)
 
-        server.serve(JSONWebKeySet(keys: [oldKey.jsonWebKey, newKey.jsonWebKey]))
-        let verifier = RefreshingIDTokenVerifier(providers: [.google(clientIDs: [googleClientID], keys: keys)])
-        let newToken = try newKey.token(claims: googleClaims())
-        for _ in 0..<5 {
-            let error = await tokenError { () async throws(TokenError) in
-                try await verifier.verify(newToken, provider: "google", now: referenceNow)
+            server.serve(JSONWebKeySet(keys: [oldKey.jsonWebKey, newKey.jsonWebKey]))
+            let verifier = RefreshingIDTokenVerifier(providers: [.google(clientIDs: [googleClientID], keys: keys)])
+            let newToken = try newKey.token(claims: googleClaims())
+            for _ in 0..<5 {
+                let error = await tokenError { () async throws(TokenError) in
+                    try await verifier.verify(newToken, provider: "google", now: referenceNow)
+                }
+                #expect(error == .unknownKey("new"))
             }
-            #expect(error == .unknownKey("new"))
+            #expect(server.requestCount("/jwks") == 1)
+            #expect(await keys.loadCount == 1)
         }
-        #expect(server.requestCount("/jwks") == 1)
-        #expect(await keys.loadCount == 1)
     }
 
-    @Test("a provider whose first load fails reports it, without retrying inside the interval; old keys outlive a failed refetch")
+    @Test(
+        "a failed first load is reported and not retried inside the interval; held keys outlive a failed refetch"
+    )
     func failedLoads() async throws {
-        let server = try await KeySetServer.start()
-        defer { Task { try await server.stop() } }
-        let failing = JWKSProvider(source: .url(server.url("/broken"), trustRoots: testTrustRoots))
-        for _ in 0..<3 {
-            if case .keySetUnavailable = await tokenError({ () async throws(TokenError) in try await failing.keys() }) {
-            } else {
-                Issue.record("a failing source did not report keySetUnavailable")
+        try await withKeySetServer { server in
+            let failing = JWKSProvider(source: .url(server.url("/broken"), trustRoots: testTrustRoots))
+            for _ in 0..<3 {
+                if case .keySetUnavailable = await tokenError({ () async throws(TokenError) in try await failing.keys()
+                    })
+                {
+                } else {
+                    Issue.record("a failing source did not report keySetUnavailable")
+                }
             }
-        }
-        #expect(server.requestCount("/broken") == 1)
+            #expect(server.requestCount("/broken") == 1)
 
-        let key = try ProviderKey.rsa(kid: "k")
+            let key = try ProviderKey.rsa(kid: "k")
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
+                .path
+            try JSONWebKeySet(keys: [key.jsonWebKey]).json().write(to: URL(fileURLWithPath: path))
+            let fromFile = JWKSProvider(source: .file(path), refetchInterval: .zero)
+            #expect(try await fromFile.keys().keys.count == 1)
+            try FileManager.default.removeItem(atPath: path)
+            // The refetch for an unknown kid fails; the keys already held stay.
+            #expect(try await fromFile.keys(containing: "other").keys == [key.jsonWebKey])
+            #expect(await fromFile.loadCount == 2)
+        }
+    }
+
+    @Test("keys older than maximumAge are loaded again; younger ones come from the cache")
+    func maximumAge() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json").path
-        try JSONWebKeySet(keys: [key.jsonWebKey]).json().write(to: URL(fileURLWithPath: path))
-        let fromFile = JWKSProvider(source: .file(path), refetchInterval: .zero)
-        #expect(try await fromFile.keys().keys.count == 1)
-        try FileManager.default.removeItem(atPath: path)
-        // The refetch for an unknown kid fails; the keys already held stay.
-        #expect(try await fromFile.keys(containing: "other").keys == [key.jsonWebKey])
-        #expect(await fromFile.loadCount == 2)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let first = JSONWebKeySet(keys: [try ProviderKey.rsa(kid: "first").jsonWebKey])
+        let second = JSONWebKeySet(keys: [try ProviderKey.p256(kid: "second").jsonWebKey])
+        func publish(_ set: JSONWebKeySet) throws { try set.json().write(to: URL(fileURLWithPath: path)) }
+
+        try publish(first)
+        let aging = JWKSProvider(source: .file(path), refetchInterval: .zero, maximumAge: .zero)
+        #expect(try await aging.keys() == first)
+        try publish(second)
+        #expect(try await aging.keys() == second)
+        #expect(await aging.loadCount == 2)
+
+        let cached = JWKSProvider(source: .file(path), refetchInterval: .zero)
+        #expect(try await cached.keys() == second)
+        try publish(first)
+        #expect(try await cached.keys() == second)
+        #expect(try await cached.keys(containing: "second") == second)
+        #expect(await cached.loadCount == 1)
+        // An unknown kid is what makes it look again.
+        #expect(try await cached.keys(containing: "first") == first)
+        #expect(await cached.loadCount == 2)
     }
 }

@@ -13,6 +13,11 @@ public enum HabitFlowRoute: Sendable, CustomStringConvertible {
     /// path: for seeding, and for measuring the services alone).
     case direct(auth: RPCTarget, habits: RPCTarget, internalSecret: String)
 
+    var hasGateway: Bool {
+        if case .gateway = self { return true }
+        return false
+    }
+
     public var description: String {
         switch self {
         case .gateway(let target): "\(target)"

@@ -1,5 +1,6 @@
 public import Foundation
 internal import HabitFlowAuthProtos
+internal import HabitFlowGatewayProtos
 internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import Synchronization
@@ -14,16 +15,33 @@ public struct HabitFlowScenario: LoadScenario {
         case writeHeavy = "write-heavy"
         case mixed
 
-        public var mix: OperationMix {
-            switch self {
-            case .readHeavy:
+        /// The shipped mix; the dashboard is the gateway's own RPC, so it is left out when calls go straight to the
+        /// services.
+        public func mix(withDashboard: Bool) -> OperationMix {
+            switch (self, withDashboard) {
+            case (.readHeavy, true):
+                .fixed([
+                    "week-view": 30, "dashboard": 15, "list-habits": 15, "score-history": 10, "list-categories": 10,
+                    "get-profile": 5, "mark-done": 10, "refresh-token": 5,
+                ])
+            case (.readHeavy, false):
                 .fixed([
                     "week-view": 40, "list-habits": 20, "score-history": 10, "list-categories": 10, "get-profile": 5,
                     "mark-done": 10, "refresh-token": 5,
                 ])
-            case .writeHeavy:
+            case (.writeHeavy, true):
+                .fixed([
+                    "mark-done": 50, "mark-not-done": 15, "week-view": 15, "dashboard": 5, "list-habits": 10,
+                    "refresh-token": 5,
+                ])
+            case (.writeHeavy, false):
                 .fixed(["mark-done": 50, "mark-not-done": 15, "week-view": 20, "list-habits": 10, "refresh-token": 5])
-            case .mixed:
+            case (.mixed, true):
+                .fixed([
+                    "mark-done": 30, "week-view": 20, "dashboard": 10, "list-habits": 15, "score-history": 10,
+                    "mark-not-done": 5, "list-categories": 5, "refresh-token": 5,
+                ])
+            case (.mixed, false):
                 .fixed([
                     "mark-done": 30, "week-view": 30, "list-habits": 15, "score-history": 10, "mark-not-done": 5,
                     "list-categories": 5, "refresh-token": 5,
@@ -55,6 +73,8 @@ public struct HabitFlowScenario: LoadScenario {
         case refreshToken = "refresh-token"
         /// GetProfile on auth.
         case getProfile = "get-profile"
+        /// The gateway's GetDashboard (habitflow.gateway.v1): weekly score, habits, goals, leaderboard in one call.
+        case dashboard
     }
 
     /// One virtual user.
@@ -68,6 +88,8 @@ public struct HabitFlowScenario: LoadScenario {
 
     public let kind: Kind
     let api: HabitFlowAPI
+    /// What this route can call: everything through the gateway; all but the dashboard straight to the services.
+    let operations: [Operation]
     /// Seeded accounts to resume (empty: every user signs up).
     let accounts: [SeededAccount]
     let accountsFile: String?
@@ -85,11 +107,12 @@ public struct HabitFlowScenario: LoadScenario {
             throw OptionError("the accounts file \(accountsFile ?? "") holds no account; run `habitflow-load seed` first")
         }
         self.habitsPerNewUser = habitsPerNewUser
+        self.operations = Operation.allCases.filter { $0 != .dashboard || connector.route.hasGateway }
     }
 
     public var name: String { kind.rawValue }
-    public var operationNames: [String] { Operation.allCases.map(\.rawValue) }
-    public var defaultMix: OperationMix { kind.mix }
+    public var operationNames: [String] { operations.map(\.rawValue) }
+    public var defaultMix: OperationMix { kind.mix(withDashboard: operations.contains(.dashboard)) }
 
     public func openConnection(index: Int) async throws -> HabitFlowConnection { try await api.connector.open() }
     public func closeConnection(_ connection: HabitFlowConnection) async { await connection.close() }
@@ -136,7 +159,7 @@ public struct HabitFlowScenario: LoadScenario {
     public func perform(operation: Int, user: inout User, connection: HabitFlowConnection) async throws {
         let habits = Habitflow_Habits_V1_HabitsService.Client(transport: connection.habits)
         let options = user.session.options
-        switch Operation.allCases[operation] {
+        switch operations[operation] {
         case .markDone:
             let habit = user.habitIDs[Int.random(in: 0..<user.habitIDs.count, using: &user.random)]
             let day = LocalDay.today(minus: Int.random(in: 0..<7, using: &user.random))
@@ -164,6 +187,10 @@ public struct HabitFlowScenario: LoadScenario {
             guard !history.weeks.isEmpty else { throw ResponseCheckFailure("GetScoreHistory returned no week") }
         case .refreshToken:
             try await api.refresh(&user.session, on: connection)
+        case .dashboard:
+            let dashboard = try await Habitflow_Gateway_V1_GatewayService.Client(transport: connection.habits).getDashboard(
+                Habitflow_Gateway_V1_GetDashboardRequest(), options: options)
+            guard !dashboard.weekName.isEmpty else { throw ResponseCheckFailure("the dashboard has no week") }
         case .getProfile:
             let profile = try await Habitflow_Auth_V1_AuthService.Client(transport: connection.auth).getProfile(
                 Habitflow_Auth_V1_GetProfileRequest(), options: options)

@@ -60,7 +60,7 @@ public enum ScenarioCatalog {
     public static let entries: [Entry] = HabitFlowScenario.Kind.allCases.map { kind in
         Entry(
             name: kind.rawValue, summary: kind.summary,
-            operations: HabitFlowScenario.Operation.allCases.map(\.rawValue), defaultMix: kind.mix,
+            operations: HabitFlowScenario.Operation.allCases.map(\.rawValue), defaultMix: kind.mix(withDashboard: true),
             make: { settings in
                 try HabitFlowScenario(
                     kind: kind, connector: settings.habitFlowConnector, callTimeout: settings.callTimeout,
