@@ -17,12 +17,17 @@ let swiftSettings: [SwiftSetting] = [
 let package = Package(
     name: "HabitFlow",
     platforms: [.macOS(.v15)],
-    products: [],
+    products: [
+        // The client SDK for apps (Shared/SDK): sign-in, automatic token refresh, typed calls for every public RPC.
+        .library(name: "HabitFlowSDK", targets: ["HabitFlowSDK"])
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
     ],
     targets: [
         // MARK: C libraries (system-library targets, pkg-config + apt providers)
@@ -127,10 +132,33 @@ let package = Package(
             path: "Benchmarks/PostgresBenchmark",
             swiftSettings: swiftSettings
         ),
+        // Token issue/verify costs next to the bare signatures (Benchmarks/tokens.sh); prints figures, not a test.
+        .executableTarget(
+            name: "tokens-benchmark",
+            dependencies: ["HabitFlowTokens", "HabitFlowCrypto"],
+            path: "Benchmarks/TokensBenchmark",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HabitFlowTLS",
             dependencies: ["COpenSSL", .product(name: "NIOCore", package: "swift-nio")],
             path: "Shared/TLS",
+            swiftSettings: swiftSettings
+        ),
+
+        // Access tokens (Ed25519 JWTs), JWK Sets and OIDC ID tokens (Google, Apple): one JOSE core shared by the auth
+        // service, which issues and verifies, and the gateway, which only verifies. NIOHTTP1 + TLS fetch providers'
+        // key sets over https.
+        .target(
+            name: "HabitFlowTokens",
+            dependencies: [
+                "HabitFlowCrypto",
+                "HabitFlowTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Shared/Tokens",
             swiftSettings: swiftSettings
         ),
 
@@ -230,8 +258,57 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        // MARK: Services (Services/<Name>: a library with the logic, a tiny executable; generated API in Shared/Protos)
+        // MARK: Services (one library target with the logic, one tiny executable each)
 
+        // Generated code of Schemas/proto/habitflow/auth (scripts/generate-protos): used by auth, the gateway and the SDK.
+        .target(
+            name: "HabitFlowAuthProtos",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/Protos/Auth/Generated",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowAuth",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowEvents",
+                "HabitFlowOutbox",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowServiceKit",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Services/Auth/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-auth",
+            dependencies: ["HabitFlowAuth", "HabitFlowServiceKit"],
+            path: "Services/Auth/Main",
+            swiftSettings: swiftSettings
+        ),
+        // Logins per second (bcrypt cost 12) and a cheap RPC's p99 with and without login load (Benchmarks/auth.sh).
+        .executableTarget(
+            name: "auth-benchmark",
+            dependencies: [
+                "HabitFlowAuth",
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Benchmarks/AuthBenchmark",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HabitFlowHabitsProtos",
             dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
@@ -275,6 +352,98 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Generated code of Schemas/proto/habitflow/gateway (the gateway's own API: the dashboard).
+        .target(
+            name: "HabitFlowGatewayProtos",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/Protos/Gateway/Generated",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowGateway",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowPublicAPI",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowRPCSideServices",
+                "HabitFlowServiceKit",
+                "HabitFlowTLS",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            path: "Services/Gateway/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-gateway",
+            dependencies: ["HabitFlowGateway", "HabitFlowServiceKit"],
+            path: "Services/Gateway/Main",
+            swiftSettings: swiftSettings
+        ),
+
+        // Container health check of the compose stack (grpc.health.v1 Check; exit status 0 when SERVING).
+        .executableTarget(
+            name: "habitflow-healthcheck",
+            dependencies: [
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/HealthCheck",
+            swiftSettings: swiftSettings
+        ),
+
+        // The same habits RPC directly and through the gateway (Benchmarks/gateway.sh); prints figures.
+        .executableTarget(
+            name: "gateway-benchmark",
+            dependencies: [
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowSDK",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/GatewayBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Client SDK (what apps link: talks to the gateway only)
+
+        // What the gateway and the SDK must agree on about the public API (which methods need no access token).
+        .target(
+            name: "HabitFlowPublicAPI",
+            dependencies: ["HabitFlowAuthProtos"],
+            path: "Shared/API",
+            swiftSettings: swiftSettings
+        ),
+
+        .target(
+            name: "HabitFlowSDK",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowPublicAPI",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowTLS",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Shared/SDK",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Interop (grpc/grpc's interop test service, Tools/Interop)
 
         .target(
@@ -307,6 +476,33 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tools/Interop/Client",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Load-test driver (Tools/Load): the engine, scenarios and reports as a library, a tiny executable
+
+        .target(
+            name: "HabitFlowLoad",
+            dependencies: [
+                "GRPCInteropTesting",
+                "HabitFlowAuthProtos",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tools/Load/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-load",
+            dependencies: ["HabitFlowLoad"],
+            path: "Tools/Load/Main",
             swiftSettings: swiftSettings
         ),
 
@@ -371,8 +567,23 @@ let package = Package(
         ),
         .testTarget(
             name: "CryptoTests",
-            dependencies: ["HabitFlowCrypto"],
+            dependencies: ["HabitFlowCrypto", "HabitFlowTestSupport"],
             path: "Tests/CryptoTests",
+            swiftSettings: swiftSettings
+        ),
+        // Tokens against keys the tests generate, and key sets fetched from an https server started in the test.
+        .testTarget(
+            name: "TokensTests",
+            dependencies: [
+                "HabitFlowTokens",
+                "HabitFlowCrypto",
+                "HabitFlowTLS",
+                "HabitFlowTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/TokensTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -421,6 +632,78 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "AuthTests",
+            dependencies: [
+                "HabitFlowAuth",
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowEvents",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                "HabitFlowTestSupport",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/AuthTests",
+            swiftSettings: swiftSettings
+        ),
+        // Starts auth, habits and the gateway in-process on free ports, against the test Postgres.
+        .target(
+            name: "HabitFlowStackTestSupport",
+            dependencies: [
+                "HabitFlowAuth",
+                "HabitFlowAuthProtos",
+                "HabitFlowGateway",
+                "HabitFlowHabits",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                "HabitFlowTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/StackSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowGRPCProtos",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowGateway",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                "HabitFlowStackTestSupport",
+                "HabitFlowTestSupport",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/GatewayTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SDKTests",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowSDK",
+                "HabitFlowStackTestSupport",
+                "HabitFlowTestSupport",
+            ],
+            path: "Tests/SDKTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "HabitsTests",
             dependencies: [
                 "HabitFlowTestSupport",
@@ -448,6 +731,26 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/CodegenTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LoadTests",
+            dependencies: [
+                "HabitFlowLoad",
+                "GRPCInteropTesting",
+                "HabitFlowAuth",
+                "HabitFlowGateway",
+                "HabitFlowHabits",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowServiceKit",
+                "HabitFlowTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/LoadTests",
             swiftSettings: swiftSettings
         ),
     ]

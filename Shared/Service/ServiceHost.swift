@@ -49,6 +49,7 @@ public struct ServiceRuntime: Sendable {
     public let metrics: PrometheusCollectorRegistry
     private let database: PostgresPool?
     private let channels: ServiceChannels
+    private let background: BackgroundWork
 
     init(
         configuration: ServiceConfiguration, logger: Logger, database: PostgresPool?, metrics: PrometheusCollectorRegistry
@@ -59,6 +60,23 @@ public struct ServiceRuntime: Sendable {
         self.metrics = metrics
         self.database = database
         self.channels = ServiceChannels()
+        self.background = BackgroundWork()
+    }
+
+    /// Runs `body` for as long as the service runs (a mail sender, a clean-up loop): the host cancels it on shutdown,
+    /// after the server has stopped and before the pool closes, and waits for it to return.
+    public func runInBackground(_ body: @escaping @Sendable () async -> Void) {
+        background.start(body)
+    }
+
+    /// Runs `body` on shutdown, after the background work has stopped and before the pool closes (to release
+    /// resources the services own, such as thread pools).
+    public func onShutdown(_ body: @escaping @Sendable () async -> Void) {
+        background.addShutdownHook(body)
+    }
+
+    func stopBackgroundWork() async {
+        await background.stop()
     }
 
     /// The service's connection pool (as its own role, in its own schema).
@@ -107,6 +125,30 @@ private final class ServiceChannels: Sendable {
     }
 }
 
+/// Tasks and shutdown hooks services register through ``ServiceRuntime``.
+private final class BackgroundWork: Sendable {
+    private let state = Mutex<(tasks: [Task<Void, Never>], hooks: [@Sendable () async -> Void])>(([], []))
+
+    func start(_ body: @escaping @Sendable () async -> Void) {
+        let task = Task { await body() }
+        state.withLock { $0.tasks.append(task) }
+    }
+
+    func addShutdownHook(_ body: @escaping @Sendable () async -> Void) {
+        state.withLock { $0.hooks.append(body) }
+    }
+
+    func stop() async {
+        let (tasks, hooks) = state.withLock { state in
+            defer { state = ([], []) }
+            return state
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+        for hook in hooks { await hook() }
+    }
+}
+
 /// One running service: migrations applied, RPC server listening (with health, reflection, metrics and the
 /// internal-credential check), outbox relay delivering. Executables run it through ``ServiceMain``; tests start it
 /// on port 0 and shut it down.
@@ -138,6 +180,7 @@ public final class ServiceHost: Sendable {
         do {
             return try await start(definition, runtime: runtime, pool: pool)
         } catch {
+            await runtime.stopBackgroundWork()
             await runtime.closeChannels()
             await pool?.shutdown()
             throw error
@@ -235,6 +278,7 @@ public final class ServiceHost: Sendable {
         await server.shutdown()
         relay?.cancel()
         await relay?.value
+        await runtime.stopBackgroundWork()
         await metricsEndpoint?.close()
         await runtime.closeChannels()
         if runtime.configuration.databaseURL != nil { await runtime.pool.shutdown() }

@@ -11,15 +11,17 @@ import Testing
 extension PostgresIntegrationTests {
     @Suite("outbox delivery over RPC")
     struct RPCEventDeliveryTests {
-        @Test("auth's relay delivers to a subscribing service over RPC; a redelivery is acknowledged, not re-applied")
+        // The publisher is the goals schema: the auth service's own tests run auth's relay (which would take these
+        // events) and need auth's outbox left alone.
+        @Test("goals' relay delivers to a subscribing service over RPC; a redelivery is acknowledged, not re-applied")
         func deliveryOverRPC() async throws {
-            try await withPool(try TestEnvironment.serviceURL("auth")) { auth in
+            try await withPool(try TestEnvironment.serviceURL("goals")) { publisher in
                 try await withPool(try TestEnvironment.serviceURL("habits")) { habits in
-                    for (service, pool) in [("auth", auth), ("habits", habits)] {
+                    for (service, pool) in [("goals", publisher), ("habits", habits)] {
                         let directory = (TestEnvironment.sqlRoot as NSString).appendingPathComponent(service)
                         try await PostgresMigrations.migrate(service: service, pool: pool, directory: directory, logger: testLogger)
                     }
-                    try await auth.execute("DELETE FROM outbox")
+                    try await publisher.execute("DELETE FROM outbox")
                     try await habits.execute("DROP TABLE IF EXISTS rpc_delivery_effects")
                     try await habits.execute("CREATE TABLE rpc_delivery_effects (event_id text PRIMARY KEY, aggregate_id text NOT NULL)")
 
@@ -35,7 +37,7 @@ extension PostgresIntegrationTests {
                     let client = Habitflow_Events_V1_EventSubscriber.Client(transport: channel)
 
                     let relay = OutboxRelay(
-                        pool: auth, configuration: .init(schema: "auth"), sink: RPCEventSink(routes: ["*": [client]]),
+                        pool: publisher, configuration: .init(schema: "goals"), sink: RPCEventSink(routes: ["*": [client]]),
                         logger: testLogger)
                     let running = Task { try await relay.run() }
                     let events = (0..<3).map { index in
@@ -44,13 +46,13 @@ extension PostgresIntegrationTests {
                             payload: Data([UInt8(index)]))
                     }
                     for event in events {
-                        try await auth.transaction { tx in try await tx.appendToOutbox(event) }
+                        try await publisher.transaction { tx in try await tx.appendToOutbox(event) }
                     }
                     let delivered = try await eventually {
                         try await habits.queryRow("SELECT count(*) FROM rpc_delivery_effects")!.decode(0, as: Int.self) == 3
                     }
                     #expect(delivered)
-                    #expect(try await eventually { try await auth.queryRow("SELECT count(*) FROM outbox")!.decode(0, as: Int.self) == 0 })
+                    #expect(try await eventually { try await publisher.queryRow("SELECT count(*) FROM outbox")!.decode(0, as: Int.self) == 0 })
                     running.cancel()
 
                     // At-least-once means repeats: the subscriber acknowledges them without applying twice.

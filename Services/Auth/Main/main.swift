@@ -1,0 +1,4 @@
+import HabitFlowAuth
+import HabitFlowServiceKit
+
+await ServiceMain.run(AuthService.definition())

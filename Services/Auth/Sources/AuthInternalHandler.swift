@@ -1,0 +1,97 @@
+internal import Foundation
+internal import HabitFlowAuthProtos
+internal import HabitFlowPostgres
+internal import HabitFlowRPC
+internal import HabitFlowTokens
+internal import SwiftProtobuf
+
+/// `habitflow.auth.v1.AuthInternal`: for the gateway and other services, never routed from clients.
+struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
+    let core: AuthCore
+
+    static let maximumLookups = 100
+    static let maximumUserIDs = 500
+
+    func getVerificationKeys(request: Habitflow_Auth_V1_GetVerificationKeysRequest, context: ServerContext)
+        async throws -> Habitflow_Auth_V1_GetVerificationKeysResponse
+    {
+        let keys = try await core.keyRing.verificationKeys()
+        var response = Habitflow_Auth_V1_GetVerificationKeysResponse()
+        response.keys = keys.map { key in
+            var published = Habitflow_Auth_V1_VerificationKey()
+            published.keyID = key.keyID
+            published.algorithm = "EdDSA"
+            published.publicKey = Data(key.publicKey.rawRepresentation)
+            published.activateTime = Google_Protobuf_Timestamp(date: key.activateAt)
+            if let notAfter = key.notAfter { published.notAfter = Google_Protobuf_Timestamp(date: notAfter) }
+            return published
+        }
+        let keySet = JSONWebKeySet(keys: keys.map { VerificationKey(keyID: $0.keyID, publicKey: $0.publicKey).jsonWebKey })
+        response.jwksJson = String(decoding: keySet.json(), as: UTF8.self)
+        response.issuer = core.settings.issuer
+        response.audience = core.settings.audience
+        return response
+    }
+
+    func checkSession(request: Habitflow_Auth_V1_CheckSessionRequest, context: ServerContext) async throws
+        -> Habitflow_Auth_V1_CheckSessionResponse
+    {
+        var rules = FieldRules()
+        let sessionID = rules.uuid(request.sessionID, field: "session_id")
+        let userID = rules.uuid(request.userID, field: "user_id")
+        try rules.throwIfInvalid()
+        var response = Habitflow_Auth_V1_CheckSessionResponse()
+        guard let sessionID, let userID,
+            let session = try await SessionStore.session(id: sessionID, userID: userID, on: core.pool)
+        else {
+            response.state = .notFound
+            return response
+        }
+        if session.revokedAt != nil {
+            response.state = .revoked
+        } else if session.expiresAt <= core.clock.now() {
+            response.state = .expired
+        } else {
+            response.state = .active
+        }
+        return response
+    }
+
+    func lookupUsers(request: Habitflow_Auth_V1_LookupUsersRequest, context: ServerContext) async throws
+        -> Habitflow_Auth_V1_LookupUsersResponse
+    {
+        var rules = FieldRules()
+        if request.emails.count > Self.maximumLookups {
+            rules.fail("emails", "at most \(Self.maximumLookups) per call")
+        }
+        if request.usernames.count > Self.maximumLookups {
+            rules.fail("usernames", "at most \(Self.maximumLookups) per call")
+        }
+        try rules.throwIfInvalid()
+        var response = Habitflow_Auth_V1_LookupUsersResponse()
+        let emails = request.emails.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let usernames = request.usernames.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !emails.isEmpty || !usernames.isEmpty else { return response }
+        response.users = try await UserStore.users(emails: emails, usernames: usernames, on: core.pool)
+            .map(Habitflow_Auth_V1_User.init)
+        return response
+    }
+
+    func getUsers(request: Habitflow_Auth_V1_GetUsersRequest, context: ServerContext) async throws
+        -> Habitflow_Auth_V1_GetUsersResponse
+    {
+        var rules = FieldRules()
+        if request.userIds.count > Self.maximumUserIDs {
+            rules.fail("user_ids", "at most \(Self.maximumUserIDs) per call")
+        }
+        var ids: [UUID] = []
+        for (index, text) in request.userIds.enumerated() {
+            if let id = rules.uuid(text, field: "user_ids[\(index)]") { ids.append(id) }
+        }
+        try rules.throwIfInvalid()
+        var response = Habitflow_Auth_V1_GetUsersResponse()
+        guard !ids.isEmpty else { return response }
+        response.users = try await UserStore.users(ids: ids, on: core.pool).map(Habitflow_Auth_V1_User.init)
+        return response
+    }
+}

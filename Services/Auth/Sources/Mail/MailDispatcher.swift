@@ -1,0 +1,115 @@
+internal import Foundation
+internal import HabitFlowPostgres
+public import Logging
+
+/// The local stack's "mail server": writes each mail to the log, so a developer can copy a reset or confirmation
+/// token from it.
+///
+/// - Important: the log then holds live tokens. Only for a local stack: configure SMTP everywhere else.
+public struct LoggingMailTransport: MailTransport {
+    private let logger: Logger
+
+    public init(logger: Logger) {
+        self.logger = logger
+    }
+
+    public func send(_ message: MailMessage) async throws {
+        logger.notice(
+            "mail (no SMTP configured, HABITFLOW_SMTP_HOST unset)",
+            metadata: ["to": "\(message.to)", "subject": "\(message.subject)", "body": "\(message.body)"])
+    }
+}
+
+/// Sends the mail outbox (`mail_outbox`) through a ``MailTransport``: woken when this process enqueues mail and
+/// polling for what other replicas enqueued; failed mail is retried with exponential backoff and dropped after
+/// ``maximumAttempts``.
+final class MailDispatcher: Sendable {
+    static let maximumAttempts = 8
+
+    private let pool: PostgresPool
+    private let transport: any MailTransport
+    private let sender: String
+    private let clock: any AuthClock
+    private let logger: Logger
+    private let pollInterval: Duration
+    private let wakeups: AsyncStream<Void>
+    private let wakeupContinuation: AsyncStream<Void>.Continuation
+
+    init(
+        pool: PostgresPool, transport: any MailTransport, sender: String, clock: any AuthClock, logger: Logger,
+        pollInterval: Duration
+    ) {
+        self.pool = pool
+        self.transport = transport
+        self.sender = sender
+        self.clock = clock
+        self.logger = logger
+        self.pollInterval = pollInterval
+        (wakeups, wakeupContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Asks for a pass soon (after a transaction that enqueued mail committed).
+    func wake() {
+        wakeupContinuation.yield()
+    }
+
+    /// Sends until the task is cancelled.
+    func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            // A ticker turns the poll interval into wake-ups, so one loop below serves both.
+            group.addTask { [pollInterval, wakeupContinuation] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: pollInterval)
+                    wakeupContinuation.yield()
+                }
+            }
+            group.addTask { [self] in
+                await sendDue()
+                for await _ in wakeups {
+                    if Task.isCancelled { break }
+                    await sendDue()
+                }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// One pass: claims due mail and sends it, until none is left.
+    func sendDue() async {
+        do {
+            while !Task.isCancelled {
+                let batch = try await MailOutboxStore.claimDue(now: clock.now(), lease: .seconds(120), limit: 20, on: pool)
+                if batch.isEmpty { return }
+                for mail in batch { try await deliver(mail) }
+            }
+        } catch is CancellationError {
+            return
+        } catch {
+            logger.warning("mail outbox pass failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func deliver(_ mail: OutgoingMail) async throws {
+        do {
+            try await transport.send(MailMessage(from: sender, to: mail.recipient, subject: mail.subject, body: mail.body))
+            try await MailOutboxStore.delete(id: mail.id, on: pool)
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            let attempts = mail.attempts + 1
+            if attempts >= Self.maximumAttempts {
+                logger.error(
+                    "giving up on a mail", metadata: ["mail_id": "\(mail.id)", "attempts": "\(attempts)", "error": "\(error)"])
+                try await MailOutboxStore.delete(id: mail.id, on: pool)
+                return
+            }
+            let delay = min(30.0 * pow(2.0, Double(attempts - 1)), 3600)
+            logger.warning(
+                "mail delivery failed; will retry",
+                metadata: ["mail_id": "\(mail.id)", "attempts": "\(attempts)", "retry_in_s": "\(Int(delay))", "error": "\(error)"])
+            try await MailOutboxStore.recordFailure(
+                id: mail.id, error: "\(error)", retryAt: clock.now().addingTimeInterval(delay), on: pool)
+        }
+    }
+}
