@@ -674,6 +674,7 @@ let package = Package(
                 "HabitFlowTestSupport",
                 "HabitFlowTokens",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/GatewayTests",

@@ -257,15 +257,14 @@ final class SessionChecker: Sendable {
 
     /// Returns when the caller's session is active; `UNAUTHENTICATED` when it is not, `UNAVAILABLE` when auth cannot
     /// say and the last answer is older than the grace period.
-    func requireActive(_ caller: AuthenticatedCaller) async throws(RPCError) {
-        let now = ContinuousClock.now
+    func requireActive(_ caller: AuthenticatedCaller, now: ContinuousClock.Instant = .now) async throws(RPCError) {
         let cached = state.withLock { $0.entries[caller] }
         let sessionState: SessionState
         if let cached, now - cached.checkedAt < checkInterval {
             sessionState = cached.state
         } else {
             do {
-                sessionState = try await fetch(caller)
+                sessionState = try await fetch(caller, now: now)
             } catch {
                 guard let cached, cached.state == .active, now - cached.checkedAt < grace else {
                     throw RPCError(.unavailable, "cannot check the session: the auth service is unavailable")
@@ -284,7 +283,7 @@ final class SessionChecker: Sendable {
         }
     }
 
-    private func fetch(_ caller: AuthenticatedCaller) async throws -> SessionState {
+    private func fetch(_ caller: AuthenticatedCaller, now: ContinuousClock.Instant) async throws -> SessionState {
         let check = self.check
         let task = state.withLock { state in
             if let inFlight = state.inFlight[caller] { return inFlight }
@@ -300,10 +299,10 @@ final class SessionChecker: Sendable {
             state.inFlight[caller] = nil
             guard case .success(let sessionState) = result else { return }
             if state.entries.count >= maximumEntries {
-                let now = ContinuousClock.now
                 state.entries = state.entries.filter { now - $0.value.checkedAt < grace }
             }
-            state.entries[caller] = Entry(state: sessionState, checkedAt: .now)
+            // When the check started: the answer is at least that fresh.
+            state.entries[caller] = Entry(state: sessionState, checkedAt: now)
         }
         return try result.get()
     }
