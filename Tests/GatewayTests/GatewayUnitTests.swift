@@ -234,11 +234,8 @@ struct CapturingLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-        function: String, line: UInt
-    ) {
-        let merged = self.metadata.merging(metadata ?? [:]) { $1 }
+    func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
         lines.update { $0.append(merged) }
     }
 }
