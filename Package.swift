@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
     ],
     targets: [
         // MARK: C libraries (system-library targets, pkg-config + apt providers)
@@ -296,16 +298,17 @@ let package = Package(
             dependencies: [
                 "HabitFlowAuth",
                 "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
                 "HabitFlowServiceKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Benchmarks/AuthBenchmark",
             swiftSettings: swiftSettings
         ),
-
         .target(
             name: "HabitFlowHabitsProtos",
             dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
@@ -476,6 +479,33 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // MARK: Load-test driver (Tools/Load): the engine, scenarios and reports as a library, a tiny executable
+
+        .target(
+            name: "HabitFlowLoad",
+            dependencies: [
+                "GRPCInteropTesting",
+                "HabitFlowAuthProtos",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tools/Load/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-load",
+            dependencies: ["HabitFlowLoad"],
+            path: "Tools/Load/Main",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Tests
 
         // Helpers shared by several test targets (a throwaway PKI made with the openssl command line).
@@ -602,25 +632,6 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "HabitsTests",
-            dependencies: [
-                "HabitFlowTestSupport",
-                "HabitFlowEvents",
-                "HabitFlowGRPCProtos",
-                "HabitFlowHabits",
-                "HabitFlowHabitsProtos",
-                "HabitFlowPostgres",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowRPCServer",
-                "HabitFlowServiceKit",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-            ],
-            path: "Tests/HabitsTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
             name: "AuthTests",
             dependencies: [
                 "HabitFlowAuth",
@@ -694,6 +705,25 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "HabitsTests",
+            dependencies: [
+                "HabitFlowTestSupport",
+                "HabitFlowEvents",
+                "HabitFlowGRPCProtos",
+                "HabitFlowHabits",
+                "HabitFlowHabitsProtos",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/HabitsTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "CodegenTests",
             dependencies: [
                 "GRPCInteropTesting",
@@ -702,6 +732,26 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/CodegenTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LoadTests",
+            dependencies: [
+                "HabitFlowLoad",
+                "GRPCInteropTesting",
+                "HabitFlowAuth",
+                "HabitFlowGateway",
+                "HabitFlowHabits",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowServiceKit",
+                "HabitFlowTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/LoadTests",
             swiftSettings: swiftSettings
         ),
     ]

@@ -18,22 +18,18 @@ for product in habitflow-auth habitflow-habits habitflow-gateway habitflow-healt
 done
 bin="$scratch/release"
 
-workdir=$(mktemp -d /tmp/habitflow-gatewaybench.XXXXXX)
-chmod 755 "$workdir"
 launcher_pid=
-cleanup() {
+# Runs before the throwaway cluster stops (pg_workdir): the services go first.
+before_cleanup() {
     if [[ -n "$launcher_pid" ]]; then
         kill -TERM "$launcher_pid" 2>/dev/null || true
         wait "$launcher_pid" 2>/dev/null || true
     fi
-    pg_stop "$workdir/postgres"
-    rm -rf "$workdir"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-pg_start_throwaway "$workdir"
-export HABITFLOW_POSTGRES_PORT=$PG_THROWAWAY_PORT
+pg_workdir habitflow-gatewaybench
+workdir=$PG_WORKDIR
+pg_start_throwaway "$workdir/postgres" "$workdir/postgres.log"
+export HABITFLOW_POSTGRES_PORT=$PG_PORT
 export HABITFLOW_SQL_DIR="$HABITFLOW_ROOT/Schemas/sql"
 HABITFLOW_INTERNAL_SECRET=$(head -c 32 /dev/urandom | base64)
 HABITFLOW_AUTH_KEY_ENCRYPTION_KEY=$(head -c 32 /dev/urandom | base64)
