@@ -368,7 +368,7 @@ import Testing
         await stack.stop()
     }
 
-    @Test func oversizedMessagesAndDefaultDeadlines() async throws {
+    @Test func oversizedMessagesAreRefused() async throws {
         let stack = try await TestStack.start { gateway in
             gateway.maxMessageSize = 16 * 1024
         }
