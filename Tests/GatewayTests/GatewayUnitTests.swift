@@ -154,8 +154,8 @@ import Testing
     }
 
     @Test func theAccessLogNamesTheRequestTheClientAndTheUser() async throws {
-        let lines = Shared<[Logger.Metadata]>([])
-        let logger = Logger(label: "access-log") { _ in CapturingLogHandler(lines: lines) }
+        let records = LogCapture()
+        let logger = Logger(label: "access-log") { _ in records }
         let key = try SigningKey.generate()
         let keys = AccessTokenKeys(refreshInterval: .seconds(300)) {
             AccessTokenVerifier(issuer: "habitflow-auth", audience: "habitflow", keys: [key.verificationKey()])
@@ -183,13 +183,13 @@ import Testing
         // The account's only token is spent: the second call is refused, and logged as such.
         await #expect(throws: RPCError.self) { try await interceptors.run(context: call("request-2")) {} }
 
-        let logged = lines.value
+        let logged = records.entries.map(\.metadata)
         #expect(logged.count == 2)
-        #expect(logged.map { $0["request_id"]?.description } == ["request-1", "request-2"])
-        #expect(logged.allSatisfy { $0["user_id"]?.description == user.uuidString })
-        #expect(logged.allSatisfy { $0["client"]?.description == "198.51.100.7" })
-        #expect(logged.map { $0["status"]?.description } == ["OK", "RESOURCE_EXHAUSTED"])
-        #expect(logged.allSatisfy { $0["rpc"]?.description == "/habitflow.habits.v1.HabitsService/ListHabits" })
+        #expect(logged.map { $0["request_id"] } == ["request-1", "request-2"])
+        #expect(logged.allSatisfy { $0["user_id"] == user.uuidString })
+        #expect(logged.allSatisfy { $0["client"] == "198.51.100.7" })
+        #expect(logged.map { $0["status"] } == ["OK", "RESOURCE_EXHAUSTED"])
+        #expect(logged.allSatisfy { $0["rpc"] == "/habitflow.habits.v1.HabitsService/ListHabits" })
     }
 
     @Test func configurationFromTheEnvironment() throws {
@@ -220,22 +220,5 @@ import Testing
         #expect(throws: ConfigurationError.self) {
             try GatewayConfiguration.fromEnvironment(service, environment: ["HABITFLOW_GATEWAY_DEFAULT_TIMEOUT_MS": "-1"])
         }
-    }
-}
-
-/// Keeps the metadata of every line logged through it.
-struct CapturingLogHandler: LogHandler {
-    let lines: Shared<[Logger.Metadata]>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-        lines.update { $0.append(merged) }
     }
 }
