@@ -508,9 +508,10 @@ let package = Package(
 
         // MARK: Tests
 
-        // Helpers shared by several test targets (a throwaway PKI made with the openssl command line).
+        // Helpers shared by several test targets (a throwaway PKI made with the openssl command line, a log capture).
         .target(
             name: "HabitFlowTestSupport",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
             path: "Tests/Support",
             swiftSettings: swiftSettings
         ),
@@ -685,6 +686,7 @@ let package = Package(
                 "HabitFlowTestSupport",
                 "HabitFlowTokens",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/GatewayTests",

@@ -60,4 +60,5 @@ done
 log "measuring (log level $HABITFLOW_LOG_LEVEL)"
 "$bin/gateway-benchmark" --gateway "127.0.0.1:$HABITFLOW_GATEWAY_PORT" --habits "127.0.0.1:$HABITFLOW_HABITS_PORT" \
     --secret "$HABITFLOW_INTERNAL_SECRET" --concurrency "${BENCH_CONCURRENCY:-32}" --seconds "${BENCH_SECONDS:-10}" \
-    --rounds "${BENCH_ROUNDS:-3}"
+    --rounds "${BENCH_ROUNDS:-3}" --gateway-pid "$(pgrep -n -f -x "$bin/habitflow-gateway")" \
+    --habits-pid "$(pgrep -n -f -x "$bin/habitflow-habits")"

@@ -3,6 +3,7 @@
 // token, at a fixed concurrency. Prints p50/p99 of each and what the gateway adds. Figures, not a test.
 //
 // gateway-benchmark --gateway HOST:PORT --habits HOST:PORT --secret SECRET [--concurrency 32] [--seconds 10] [--rounds 3]
+//                   [--gateway-pid PID] [--habits-pid PID]   (with pids: each process's CPU time per call, from /proc)
 import Foundation
 import HabitFlowHabitsProtos
 import HabitFlowRPC
@@ -19,6 +20,8 @@ struct Options {
     var concurrency = 32
     var seconds = 10
     var rounds = 3
+    var gatewayPID: Int?
+    var habitsPID: Int?
 
     init(_ arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -31,6 +34,8 @@ struct Options {
             case "--concurrency": concurrency = Int(value) ?? concurrency
             case "--seconds": seconds = Int(value) ?? seconds
             case "--rounds": rounds = Int(value) ?? rounds
+            case "--gateway-pid": gatewayPID = Int(value)
+            case "--habits-pid": habitsPID = Int(value)
             default: fatalError("unknown option \(flag)")
             }
         }
@@ -56,6 +61,16 @@ func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
     guard !sorted.isEmpty else { return .nan }
     let rank = max(1, min(sorted.count, Int((fraction * Double(sorted.count)).rounded(.up))))
     return sorted[rank - 1]
+}
+
+/// User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15, in clock ticks of 1/100 s).
+func cpuSeconds(_ pid: Int?) -> Double? {
+    guard let pid, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let end = stat.lastIndex(of: ")")
+    else { return nil }
+    let fields = stat[stat.index(after: end)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (user + system) / 100
 }
 
 func microseconds(_ duration: Duration) -> Double {
@@ -90,7 +105,7 @@ let quiet = Logger(label: "gateway-benchmark", factory: { _ in SwiftLogNoOpLogHa
 // A fresh user with one habit, made through the gateway with the SDK.
 let gatewayTarget = target(options.gateway)
 let sdk = try HabitFlowClient(configuration: .init(host: gatewayTarget.host, port: gatewayTarget.port))
-let suffix = UUID().uuidString.lowercased().prefix(12)
+let suffix = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
 let user = try await sdk.signUp(
     email: "bench-\(suffix)@example.com", username: "bench_\(suffix)", password: "benchmark password \(suffix)")
 let habit = try await sdk.habits.createHabit(.with { $0.name = "Benchmark" })
@@ -121,13 +136,20 @@ for mode in modes { _ = try await measure(concurrency: options.concurrency, seco
 
 var results: [String: Samples] = [:]
 var counts: [String: Int] = [:]
+var cpu: [String: (gateway: Double, habits: Double)] = [:]
 for round in 0..<options.rounds {
     // Alternate the order each round so drift on a shared machine hits both alike.
     for mode in round.isMultiple(of: 2) ? modes : modes.reversed() {
         let samples = results[mode.name] ?? Samples()
         results[mode.name] = samples
+        let before = (cpuSeconds(options.gatewayPID), cpuSeconds(options.habitsPID))
         counts[mode.name, default: 0] += try await measure(
             concurrency: options.concurrency, seconds: options.seconds, into: samples, mode.call)
+        let after = (cpuSeconds(options.gatewayPID), cpuSeconds(options.habitsPID))
+        var spent = cpu[mode.name] ?? (0, 0)
+        spent.gateway += (after.0 ?? 0) - (before.0 ?? 0)
+        spent.habits += (after.1 ?? 0) - (before.1 ?? 0)
+        cpu[mode.name] = spent
     }
 }
 await direct.close()
@@ -162,3 +184,13 @@ print(
         gatewayFigures.p50 / directFigures.p50, gatewayFigures.p99 / directFigures.p99, addedP50,
         gatewayFigures.p99 - directFigures.p99))
 print("goal (adds < 1000 µs at p50): \(addedP50 < 1000 ? "met" : "NOT met")")
+if options.gatewayPID != nil || options.habitsPID != nil {
+    for mode in modes {
+        let calls = Double(max(counts[mode.name] ?? 0, 1))
+        let spent = cpu[mode.name] ?? (0, 0)
+        print(
+            String(
+                format: "CPU per call, %@: gateway %.0f µs, habits %.0f µs", mode.name, spent.gateway / calls * 1e6,
+                spent.habits / calls * 1e6))
+    }
+}

@@ -149,30 +149,6 @@ extension AuthServiceTests {
     }
 }
 
-/// A log handler that keeps what is logged.
-struct LogCapture: LogHandler {
-    struct Entry: Sendable {
-        var level: Logger.Level
-        var message: String
-        var metadata: [String: String]
-    }
-
-    private let storage = Shared<[Entry]>([])
-    var entries: [Entry] { storage.value }
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let flattened = (event.metadata ?? [:]).mapValues { "\($0)" }
-        storage.update { $0.append(Entry(level: event.level, message: "\(event.message)", metadata: flattened)) }
-    }
-}
-
 @Suite("passwords, throttling policy, settings")
 struct AuthUnitTests {
     @Test("the production hasher uses bcrypt cost 12 ($2b$12$) and verifies in constant time")

@@ -4,6 +4,8 @@ import HabitFlowCrypto
 import HabitFlowRPC
 import HabitFlowServiceKit
 import HabitFlowTestSupport
+import Logging
+import Prometheus
 import HabitFlowTokens
 import Synchronization
 import Testing
@@ -81,7 +83,7 @@ import Testing
         let newKey = try SigningKey.generate()
         let published = Shared([oldKey.verificationKey()])
         let fetches = Shared(0)
-        let keys = AccessTokenKeys(refreshInterval: .seconds(300), minimumRefetchInterval: .milliseconds(300)) {
+        let keys = AccessTokenKeys(refreshInterval: .seconds(300), minimumRefetchInterval: .seconds(2)) {
             fetches.update { $0 += 1 }
             return AccessTokenVerifier(issuer: "habitflow-auth", audience: "habitflow", keys: published.value)
         }
@@ -96,7 +98,7 @@ import Testing
         #expect(fetches.value == 1)
 
         published.value.append(newKey.verificationKey())
-        try await Task.sleep(for: .milliseconds(350))
+        try await Task.sleep(for: .milliseconds(2_100))
         #expect(try await authenticator.authenticate(["authorization": .text("Bearer \(try token(newKey))")]).sessionID == "s")
         #expect(fetches.value == 2)
 
@@ -117,25 +119,30 @@ import Testing
             return try answer.value.get()
         }
         let caller = AuthenticatedCaller(userID: UUID(), sessionID: "s1")
+        let start = ContinuousClock.now
         // Ten concurrent calls, one check.
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<10 { group.addTask { try await checker.requireActive(caller) } }
+            for _ in 0..<10 { group.addTask { try await checker.requireActive(caller, now: start) } }
             try await group.waitForAll()
         }
         #expect(checks.value == 1)
-        try await checker.requireActive(caller)
+        try await checker.requireActive(caller, now: start + .milliseconds(100))
         #expect(checks.value == 1)
 
         // Auth down: the last "active" answer holds for the grace period.
         answer.value = .failure(RPCError(.unavailable, "down"))
-        try await Task.sleep(for: .milliseconds(250))
-        try await checker.requireActive(caller)
+        try await checker.requireActive(caller, now: start + .milliseconds(300))
         #expect(checks.value == 2)
+        let expired = await #expect(throws: RPCError.self) {
+            try await checker.requireActive(caller, now: start + .seconds(6))
+        }
+        #expect(expired?.code == .unavailable)
 
         // Revoked: refused as soon as the cached answer is older than the interval.
         answer.value = .success(.revoked)
-        try await Task.sleep(for: .milliseconds(250))
-        let refused = await #expect(throws: RPCError.self) { try await checker.requireActive(caller) }
+        let refused = await #expect(throws: RPCError.self) {
+            try await checker.requireActive(caller, now: start + .milliseconds(600))
+        }
         #expect(refused?.errorReason == "SESSION_REVOKED")
 
         // Never checked and auth down: unavailable, not a guess.
@@ -144,6 +151,45 @@ import Testing
             try await checker.requireActive(AuthenticatedCaller(userID: UUID(), sessionID: "s2"))
         }
         #expect(unknown?.code == .unavailable)
+    }
+
+    @Test func theAccessLogNamesTheRequestTheClientAndTheUser() async throws {
+        let records = LogCapture()
+        let logger = Logger(label: "access-log") { _ in records }
+        let key = try SigningKey.generate()
+        let keys = AccessTokenKeys(refreshInterval: .seconds(300)) {
+            AccessTokenVerifier(issuer: "habitflow-auth", audience: "habitflow", keys: [key.verificationKey()])
+        }
+        let interceptors: [any ServerInterceptor] = [
+            RequestLogInterceptor(logger: logger),
+            AuthenticationInterceptor(
+                authenticator: Authenticator(
+                    keys: keys, sessions: SessionChecker(checkInterval: .seconds(2), grace: .seconds(30)) { _ in .active }),
+                accountLimiter: RateLimiter(limit: .init(perSecond: 0.1, burst: 1)),
+                metrics: GatewayMetrics(registry: PrometheusCollectorRegistry())),
+        ]
+        let user = UUID()
+        let token = try AccessTokenIssuer(signingKey: key, issuer: "habitflow-auth", audience: "habitflow")
+            .issue(subject: user.uuidString.lowercased(), sessionID: "s", now: Date()).token
+        func call(_ requestID: String) -> ServerContext {
+            ServerContext(
+                method: MethodDescriptor(service: "habitflow.habits.v1.HabitsService", method: "ListHabits"),
+                requestMetadata: ["authorization": .text("Bearer \(token)"), "x-request-id": .text(requestID)],
+                deadline: nil, peer: "ipv4:198.51.100.7:40000")
+        }
+        let first = call("request-1")
+        try await interceptors.run(context: first) {}
+        #expect(first.initialMetadata["x-request-id"] == "request-1")
+        // The account's only token is spent: the second call is refused, and logged as such.
+        await #expect(throws: RPCError.self) { try await interceptors.run(context: call("request-2")) {} }
+
+        let logged = records.entries.map(\.metadata)
+        #expect(logged.count == 2)
+        #expect(logged.map { $0["request_id"] } == ["request-1", "request-2"])
+        #expect(logged.allSatisfy { $0["user_id"] == user.uuidString })
+        #expect(logged.allSatisfy { $0["client"] == "198.51.100.7" })
+        #expect(logged.map { $0["status"] } == ["OK", "RESOURCE_EXHAUSTED"])
+        #expect(logged.allSatisfy { $0["rpc"] == "/habitflow.habits.v1.HabitsService/ListHabits" })
     }
 
     @Test func configurationFromTheEnvironment() throws {

@@ -32,16 +32,17 @@ public struct TestStack: Sendable {
         configureAuth: (inout AuthSettings) -> Void = { _ in }
     ) async throws -> TestStack {
         var logger = Logger(label: "stack-tests")
-        // Errors only: auth's outbox warns on every retry towards goals and social, which do not exist yet.
-        logger.logLevel = .error
-        // Goals and social do not exist yet: events for them go to a port nobody listens on.
+        logger.logLevel = .warning
+        // Goals and social do not exist yet: nothing may reach them.
         let nowhere = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: 1)]
 
         var habitsHosts: [ServiceHost] = []
         for _ in 0..<max(habitsReplicas, 1) {
             var configuration = try serviceConfiguration("habits")
             configuration.serviceAddresses["goals"] = nowhere
-            habitsHosts.append(try await ServiceHost.start(HabitsServiceDefinition.make(), configuration: configuration, logger: logger))
+            habitsHosts.append(
+                try await ServiceHost.start(
+                    withoutOutboxRelay(HabitsServiceDefinition.make()), configuration: configuration, logger: logger))
         }
         let habitsTargets = habitsHosts.map { RPCChannelConfiguration.Target(host: "127.0.0.1", port: $0.port) }
 
@@ -53,7 +54,8 @@ public struct TestStack: Sendable {
         var authConfiguration = try serviceConfiguration("auth")
         authConfiguration.serviceAddresses = ["habits": habitsTargets, "goals": nowhere, "social": nowhere]
         let auth = try await ServiceHost.start(
-            AuthService.definition(settings: settings), configuration: authConfiguration, logger: logger)
+            withoutOutboxRelay(AuthService.definition(settings: settings)), configuration: authConfiguration,
+            logger: logger)
 
         var gatewayConfiguration = GatewayConfiguration(
             service: ServiceConfiguration(
@@ -69,11 +71,20 @@ public struct TestStack: Sendable {
         return TestStack(auth: auth, habits: habitsHosts, gateway: gateway, logger: logger)
     }
 
+    /// The service without its outbox relay. The outbox tables are shared by every host of the test run, and auth's
+    /// and habits' own suites wait for events their hosts publish: a relay of ours would deliver those events to our
+    /// subscribers instead. Nothing here needs events (habits learns a user at their first call).
+    private static func withoutOutboxRelay(_ definition: ServiceDefinition) -> ServiceDefinition {
+        var definition = definition
+        definition.eventRoutes = [:]
+        return definition
+    }
+
     private static func serviceConfiguration(_ service: String) throws -> ServiceConfiguration {
         var configuration = ServiceConfiguration(
             service: service, port: 0, databaseURL: try TestEnvironment.serviceURL(service),
             sqlDirectory: TestEnvironment.sqlRoot, internalSecret: internalSecret)
-        configuration.logLevel = .error
+        configuration.logLevel = .warning
         configuration.databasePoolSize = 4
         return configuration
     }

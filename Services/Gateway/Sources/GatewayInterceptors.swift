@@ -3,6 +3,7 @@ internal import HabitFlowPublicAPI
 internal import HabitFlowRPC
 internal import Logging
 internal import Prometheus
+internal import Synchronization
 
 /// What the gateway knows about the client call it is serving, bound around the whole call.
 struct GatewayCallInfo: Sendable {
@@ -10,6 +11,9 @@ struct GatewayCallInfo: Sendable {
     var requestID: String
     /// The client's IP address, as the connection shows it.
     var clientAddress: String
+    /// Who the call turned out to be for, once authenticated: set by the inner interceptor, read by the access log
+    /// of the outer one (a task-local bound inside is gone by then).
+    let user = AuthenticatedUserSlot()
 
     @TaskLocal static var current: GatewayCallInfo?
 
@@ -38,6 +42,15 @@ struct GatewayCallInfo: Sendable {
     }
 }
 
+final class AuthenticatedUserSlot: Sendable {
+    private let value = Mutex<UUID?>(nil)
+
+    var userID: UUID? {
+        get { value.withLock { $0 } }
+        set { value.withLock { $0 = newValue } }
+    }
+}
+
 /// The outermost interceptor: gives every call a request id (returned in the response headers, bound for the rest
 /// of the call, forwarded to services) and logs one structured line per call.
 struct RequestLogInterceptor: ServerInterceptor {
@@ -57,7 +70,7 @@ struct RequestLogInterceptor: ServerInterceptor {
                 "request_id": "\(info.requestID)", "client": "\(info.clientAddress)", "rpc": "\(context.method.path)",
                 "status": "\(code)", "duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
             ]
-            if let caller = AuthenticatedCaller.current { metadata["user_id"] = "\(caller.userID)" }
+            if let userID = info.user.userID { metadata["user_id"] = "\(userID)" }
             logger.info("call", metadata: metadata)
         }
         do {
@@ -109,6 +122,7 @@ struct AuthenticationInterceptor: ServerInterceptor {
             metrics.authenticationFailed(reason: error.errorReason ?? "\(error.code)")
             throw error
         }
+        GatewayCallInfo.current?.user.userID = caller.userID
         if case .limited(let retryAfter) = accountLimiter.acquire(caller.userID.uuidString) {
             metrics.rateLimited(scope: "account")
             throw RPCError.resourceExhausted(
