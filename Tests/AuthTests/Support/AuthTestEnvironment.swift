@@ -1,5 +1,4 @@
 import Foundation
-@testable import HabitFlowAuth
 import HabitFlowAuthProtos
 import HabitFlowCrypto
 import HabitFlowEvents
@@ -12,6 +11,8 @@ import HabitFlowTokens
 import Logging
 import Synchronization
 import Testing
+
+@testable import HabitFlowAuth
 
 /// Every suite that starts the auth service nests here and runs one test at a time: they share the auth schema,
 /// and some move their clock (a host with a clock a month ahead would send other tests' mail and expire their
@@ -93,7 +94,8 @@ struct AuthTestEnvironment {
         let channel = try RPCChannel(
             configuration: RPCChannelConfiguration(host: "127.0.0.1", port: host.port),
             interceptors: [
-                InternalCredentialClientInterceptor(credential: InternalCredential(secret: testInternalSecret), caller: "gateway")
+                InternalCredentialClientInterceptor(
+                    credential: InternalCredential(secret: testInternalSecret), caller: "gateway")
             ],
             logger: testLogger)
         let environment = AuthTestEnvironment(

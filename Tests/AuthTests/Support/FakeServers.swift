@@ -1,5 +1,4 @@
 import Foundation
-@testable import HabitFlowAuth
 import HabitFlowEvents
 import HabitFlowRPC
 import HabitFlowServiceKit
@@ -7,6 +6,8 @@ import HabitFlowTestSupport
 import NIOCore
 import NIOPosix
 import Synchronization
+
+@testable import HabitFlowAuth
 
 /// A mail server for tests (the one mock the rules allow): speaks enough SMTP on loopback to accept mail and
 /// records what arrives; it can also misbehave in the ways a client must survive.
@@ -72,7 +73,9 @@ final class FakeSMTPServer: Sendable {
                 }
             }
         }
-        guard let port = server.channel.localAddress?.port else { throw SMTPError(code: 0, reply: "no port", command: "bind") }
+        guard let port = server.channel.localAddress?.port else {
+            throw SMTPError(code: 0, reply: "no port", command: "bind")
+        }
         return FakeSMTPServer(port: port, server: server, accepting: accepting, state: state)
     }
 
