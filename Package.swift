@@ -17,12 +17,17 @@ let swiftSettings: [SwiftSetting] = [
 let package = Package(
     name: "HabitFlow",
     platforms: [.macOS(.v15)],
-    products: [],
+    products: [
+        // The client SDK for apps (Shared/SDK): sign-in, automatic token refresh, typed calls for every public RPC.
+        .library(name: "HabitFlowSDK", targets: ["HabitFlowSDK"])
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
     ],
     targets: [
         // MARK: C libraries (system-library targets, pkg-config + apt providers)
@@ -304,6 +309,140 @@ let package = Package(
             path: "Benchmarks/AuthBenchmark",
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "HabitFlowHabitsProtos",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/Protos/Habits/Generated",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowHabits",
+            dependencies: [
+                "HabitFlowEvents",
+                "HabitFlowHabitsProtos",
+                "HabitFlowOutbox",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Services/Habits/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-habits",
+            dependencies: ["HabitFlowHabits", "HabitFlowServiceKit"],
+            path: "Services/Habits/Main",
+            swiftSettings: swiftSettings
+        ),
+        // Week view and mark-done latency for a user with five years of entries (Benchmarks/habits.sh); prints figures.
+        .executableTarget(
+            name: "habits-benchmark",
+            dependencies: [
+                "HabitFlowHabits",
+                "HabitFlowHabitsProtos",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/HabitsBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
+        // Generated code of Schemas/proto/habitflow/gateway (the gateway's own API: the dashboard).
+        .target(
+            name: "HabitFlowGatewayProtos",
+            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            path: "Shared/Protos/Gateway/Generated",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowGateway",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowPublicAPI",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowRPCSideServices",
+                "HabitFlowServiceKit",
+                "HabitFlowTLS",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            path: "Services/Gateway/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-gateway",
+            dependencies: ["HabitFlowGateway", "HabitFlowServiceKit"],
+            path: "Services/Gateway/Main",
+            swiftSettings: swiftSettings
+        ),
+
+        // Container health check of the compose stack (grpc.health.v1 Check; exit status 0 when SERVING).
+        .executableTarget(
+            name: "habitflow-healthcheck",
+            dependencies: [
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/HealthCheck",
+            swiftSettings: swiftSettings
+        ),
+
+        // The same habits RPC directly and through the gateway (Benchmarks/gateway.sh); prints figures.
+        .executableTarget(
+            name: "gateway-benchmark",
+            dependencies: [
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowSDK",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/GatewayBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Client SDK (what apps link: talks to the gateway only)
+
+        // What the gateway and the SDK must agree on about the public API (which methods need no access token).
+        .target(
+            name: "HabitFlowPublicAPI",
+            dependencies: ["HabitFlowAuthProtos"],
+            path: "Shared/API",
+            swiftSettings: swiftSettings
+        ),
+
+        .target(
+            name: "HabitFlowSDK",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowPublicAPI",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowTLS",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Shared/SDK",
+            swiftSettings: swiftSettings
+        ),
 
         // MARK: Interop (grpc/grpc's interop test service, Tools/Interop)
 
@@ -337,6 +476,33 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Tools/Interop/Client",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Load-test driver (Tools/Load): the engine, scenarios and reports as a library, a tiny executable
+
+        .target(
+            name: "HabitFlowLoad",
+            dependencies: [
+                "GRPCInteropTesting",
+                "HabitFlowAuthProtos",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tools/Load/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-load",
+            dependencies: ["HabitFlowLoad"],
+            path: "Tools/Load/Main",
             swiftSettings: swiftSettings
         ),
 
@@ -486,6 +652,76 @@ let package = Package(
             path: "Tests/AuthTests",
             swiftSettings: swiftSettings
         ),
+        // Starts auth, habits and the gateway in-process on free ports, against the test Postgres.
+        .target(
+            name: "HabitFlowStackTestSupport",
+            dependencies: [
+                "HabitFlowAuth",
+                "HabitFlowAuthProtos",
+                "HabitFlowGateway",
+                "HabitFlowHabits",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                "HabitFlowTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/StackSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowGRPCProtos",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowGateway",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                "HabitFlowStackTestSupport",
+                "HabitFlowTestSupport",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/GatewayTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SDKTests",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowSDK",
+                "HabitFlowStackTestSupport",
+                "HabitFlowTestSupport",
+            ],
+            path: "Tests/SDKTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HabitsTests",
+            dependencies: [
+                "HabitFlowTestSupport",
+                "HabitFlowEvents",
+                "HabitFlowGRPCProtos",
+                "HabitFlowHabits",
+                "HabitFlowHabitsProtos",
+                "HabitFlowPostgres",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/HabitsTests",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "CodegenTests",
             dependencies: [
@@ -495,6 +731,26 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/CodegenTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LoadTests",
+            dependencies: [
+                "HabitFlowLoad",
+                "GRPCInteropTesting",
+                "HabitFlowAuth",
+                "HabitFlowGateway",
+                "HabitFlowHabits",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowRPCServer",
+                "HabitFlowServiceKit",
+                "HabitFlowTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/LoadTests",
             swiftSettings: swiftSettings
         ),
     ]

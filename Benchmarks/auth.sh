@@ -19,8 +19,10 @@ log "building auth-benchmark (release)"
 swift build -c release --product auth-benchmark --scratch-path "$scratch" >&2
 benchmark="$scratch/release/auth-benchmark"
 
-pg_throwaway habitflow-authbench
-port=$PG_THROWAWAY_PORT
+pg_workdir habitflow-authbench
+workdir=$PG_WORKDIR
+pg_start_throwaway "$workdir/postgres" "$workdir/postgres.log"
+port=$PG_PORT
 log "Postgres on 127.0.0.1:$port; $seconds s per phase, $concurrency concurrent logins"
 
 "$benchmark" --url "postgresql://auth:$(service_db_password auth)@127.0.0.1:$port/habitflow" \

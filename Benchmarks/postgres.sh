@@ -20,8 +20,11 @@ log "building postgres-benchmark (release)"
 swift build -c release --product postgres-benchmark --scratch-path "$scratch" >&2
 benchmark="$scratch/release/postgres-benchmark"
 
-pg_throwaway habitflow-pgbench
-workdir=$PG_THROWAWAY_DIR port=$PG_THROWAWAY_PORT password=$PG_THROWAWAY_PASSWORD
+pg_workdir habitflow-pgbench
+workdir=$PG_WORKDIR
+
+pg_start_throwaway "$workdir/postgres" "$workdir/postgres.log"
+port=$PG_PORT password=$PG_PASSWORD
 pg_psql "$workdir/postgres" "$port" --dbname=habitflow --set=rows="$rows" <<'SQL'
 CREATE TABLE bench_select (id int8 PRIMARY KEY, value text NOT NULL);
 INSERT INTO bench_select SELECT n, 'value ' || n FROM generate_series(1, :rows) AS n;

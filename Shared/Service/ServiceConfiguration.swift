@@ -142,4 +142,9 @@ public struct ConfigurationError: Error, CustomStringConvertible {
     public var variable: String
     public var problem: String
     public var description: String { "\(variable): \(problem)" }
+
+    public init(variable: String, problem: String) {
+        self.variable = variable
+        self.problem = problem
+    }
 }

@@ -1,29 +1,57 @@
 internal import Dispatch
 public import Foundation
-internal import Logging
+public import Logging
 
 #if canImport(Glibc)
 @preconcurrency internal import Glibc
 #endif
 
+/// A long-running process part that ``ServiceMain`` starts, serves and stops: a ``ServiceHost`` or the gateway.
+public protocol ServiceProcess: Sendable {
+    /// The RPC port it listens on.
+    var port: Int { get }
+    /// The Prometheus port, when it serves one.
+    var metricsPort: Int? { get }
+    /// Serves until ``shutdown()`` completes.
+    func run() async throws
+    /// Graceful: stops accepting, lets calls in flight finish, then releases everything.
+    func shutdown() async
+}
+
+extension ServiceHost: ServiceProcess {}
+
 /// The whole `main.swift` of a service executable: configuration from the environment, logging, the host, and a
 /// graceful stop on SIGTERM or SIGINT.
 public enum ServiceMain {
     public static func run(_ definition: ServiceDefinition) async -> Never {
+        await run(service: definition.name) { configuration, logger in
+            try await ServiceHost.start(definition, configuration: configuration, logger: logger)
+        }
+    }
+
+    /// The same for a process that is not a plain ``ServiceHost`` (the gateway): `start` builds it from the
+    /// configuration `HABITFLOW_<SERVICE>_*` describes. A configuration error exits with `EX_CONFIG` (78).
+    public static func run(
+        service: String,
+        start: (ServiceConfiguration, Logger) async throws -> any ServiceProcess
+    ) async -> Never {
         let configuration: ServiceConfiguration
         do {
-            configuration = try ServiceConfiguration.fromEnvironment(service: definition.name)
+            configuration = try ServiceConfiguration.fromEnvironment(service: service)
         } catch {
-            FileHandle.standardError.write(Data("habitflow-\(definition.name): \(error)\n".utf8))
+            FileHandle.standardError.write(Data("habitflow-\(service): \(error)\n".utf8))
             exit(78)  // EX_CONFIG
         }
         LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
-        var logger = Logger(label: "habitflow-\(definition.name)")
+        var logger = Logger(label: "habitflow-\(service)")
         logger.logLevel = configuration.logLevel
 
-        let host: ServiceHost
+        let host: any ServiceProcess
         do {
-            host = try await ServiceHost.start(definition, configuration: configuration, logger: logger)
+            host = try await start(configuration, logger)
+        } catch let error as ConfigurationError {
+            logger.critical("invalid configuration", metadata: ["error": "\(error)"])
+            exit(78)
         } catch {
             logger.critical("could not start", metadata: ["error": "\(error)"])
             exit(1)

@@ -41,24 +41,18 @@ public struct RPCMetricsInterceptor: ServerInterceptor {
         }
         do {
             try await next()
-        } catch let error as RPCError {
-            code = error.code
-            throw error
-        } catch is CancellationError {
-            code = .cancelled
-            throw CancellationError()
         } catch {
-            code = .unknown
+            code = RPCStatusCode(endingWith: error)
             throw error
         }
     }
 }
 
 /// Serves the registry at `GET /metrics` over HTTP/1.1; anything else is 404.
-final class MetricsEndpoint: Sendable {
+public final class MetricsEndpoint: Sendable {
     private let channel: any Channel
 
-    static func start(host: String, port: Int, registry: PrometheusCollectorRegistry) async throws -> MetricsEndpoint {
+    public static func start(host: String, port: Int, registry: PrometheusCollectorRegistry) async throws -> MetricsEndpoint {
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
@@ -75,9 +69,10 @@ final class MetricsEndpoint: Sendable {
         self.channel = channel
     }
 
-    var port: Int? { channel.localAddress?.port }
+    /// The port it listens on (the real one when started on port 0).
+    public var port: Int? { channel.localAddress?.port }
 
-    func close() async {
+    public func close() async {
         try? await channel.close()
     }
 }

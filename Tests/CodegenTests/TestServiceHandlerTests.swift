@@ -136,4 +136,6 @@ private actor FakeCallTransport: ServerCallTransport {
     func sendResponse(_ payload: ByteBuffer, compressed: Bool) async throws {
         sentResponses.append(payload)
     }
+
+    func sendInitialMetadata() async throws {}
 }

@@ -6,8 +6,10 @@ import HabitFlowRPCClient
 import HabitFlowRPCServer
 import HabitFlowTLS
 import Logging
+import NIOCore
 import SwiftProtobuf
 import Synchronization
+import Testing
 
 let quietLogger = Logger(label: "rpc-client-tests", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -47,6 +49,8 @@ struct ProbeService: RPCService {
     static let fail = method("Fail")
     static let echo = method("Echo")
     static let metadata = method("Metadata")
+    /// Server streaming: the response headers (with `x-probe: early`) at once, one message `Int64Value` ms later.
+    static let headersFirst = method("HeadersFirst")
     static let peer = method("Peer")
 
     var methods: [ServerMethod] {
@@ -78,6 +82,15 @@ struct ProbeService: RPCService {
                 throw RPCError(.invalidArgument, "name: must not be empty ☹\tnew\nline").addingDetail(badRequest)
             },
             .unary(Self.echo) { (request: Google_Protobuf_BytesValue, _) in request },
+            ServerMethod(descriptor: Self.headersFirst, kind: .serverStreaming) { context, transport in
+                guard let request = try await transport.nextRequest() else { return }
+                let delay = try Google_Protobuf_Int64Value(serializedBytes: Array(buffer: request.payload))
+                context.addInitialMetadata("x-probe", "early")
+                try await transport.sendInitialMetadata()
+                try await Task.sleep(for: .milliseconds(delay.value))
+                let response = try Google_Protobuf_Empty().serializedBytes() as [UInt8]
+                try await transport.sendResponse(ByteBuffer(bytes: response), compressed: false)
+            },
             .unary(Self.peer) { (_: Google_Protobuf_Empty, context) in Google_Protobuf_StringValue(context.peer) },
             .unary(Self.metadata) { (_: Google_Protobuf_Empty, context) in
                 let seen = ["authorization", "traceparent", "x-user"].map { "\($0)=\(context.requestMetadata[$0] ?? "")" }
@@ -142,4 +155,40 @@ struct AsyncArray<Element: Sendable>: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(remaining: elements[...]) }
+}
+
+/// Unary, server-streaming, client-streaming and bidirectional ping-pong calls with large and small messages, each
+/// checked: what every transport (a server, a proxy) must carry.
+func exerciseAllFourKinds(_ client: Grpc_Testing_TestService.Client) async throws {
+    let response = try await client.unaryCall(
+        .with {
+            $0.responseSize = 314_159
+            $0.payload = .with { $0.body = Data(count: 271_828) }
+        })
+    #expect(response.payload.body.count == 314_159)
+    _ = try await client.emptyCall(Grpc_Testing_Empty())
+
+    let sizes: [Int32] = [31415, 9, 2653, 58979]
+    var received: [Int] = []
+    for try await message in try await client.streamingOutputCall(
+        .with { $0.responseParameters = sizes.map { size in .with { $0.size = size } } })
+    {
+        received.append(message.payload.body.count)
+    }
+    #expect(received == sizes.map(Int.init))
+
+    let uploads = [27182, 8, 1828, 45904].map { size in
+        Grpc_Testing_StreamingInputCallRequest.with { $0.payload = .with { $0.body = Data(count: size) } }
+    }
+    #expect(try await client.streamingInputCall(requests: AsyncArray(uploads)).aggregatedPayloadSize == 74922)
+
+    // Ping-pong: each request goes out only after the previous response came back.
+    let (requests, continuation) = requestStream(of: Grpc_Testing_StreamingOutputCallRequest.self)
+    var iterator = try await client.fullDuplexCall(requests: requests).makeAsyncIterator()
+    for size in sizes {
+        continuation.yield(.with { $0.responseParameters = [.with { $0.size = size }] })
+        #expect(try await iterator.next()?.payload.body.count == Int(size))
+    }
+    continuation.finish()
+    #expect(try await iterator.next() == nil)
 }

@@ -50,6 +50,40 @@ pg_start() {
         start >/dev/null
 }
 
+# pg_workdir PREFIX: makes a temporary folder, in PG_WORKDIR, for a throwaway cluster (PG_WORKDIR/postgres). When the
+# script exits, also on failure or Ctrl-C, the function `before_cleanup` runs if the script defines one, the cluster
+# stops and the folder goes.
+pg_workdir() {
+    PG_WORKDIR=$(mktemp -d "/tmp/$1.XXXXXX")
+    chmod 755 "$PG_WORKDIR"
+    trap _pg_workdir_cleanup EXIT
+    trap 'exit 130' INT TERM
+}
+
+_pg_workdir_cleanup() {
+    if declare -F before_cleanup >/dev/null; then before_cleanup || true; fi
+    pg_stop "$PG_WORKDIR/postgres"
+    rm -rf "$PG_WORKDIR"
+}
+
+# pg_start_throwaway DATA_DIR LOG_FILE: creates a cluster in DATA_DIR with a random superuser password (PG_PASSWORD),
+# starts it on a free loopback port (PG_PORT) and creates the habitflow database with the service roles and schemas.
+# A free port can be taken between choosing and binding it, so it tries a few.
+pg_start_throwaway() {
+    local data_dir=$1 log_file=$2 attempt
+    PG_PASSWORD=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+    pg_init "$data_dir" "$PG_PASSWORD"
+    for attempt in 1 2 3; do
+        PG_PORT=$(pg_free_port)
+        if pg_start "$data_dir" "$PG_PORT" "$log_file"; then
+            pg_create_database "$data_dir" "$PG_PORT" habitflow
+            return 0
+        fi
+    done
+    cat "$log_file" >&2
+    return 1
+}
+
 # pg_stop DATA_DIR: fast shutdown (rolls back open transactions); quiet when nothing runs.
 pg_stop() {
     local data_dir=$1
@@ -63,25 +97,4 @@ pg_psql() {
     shift 2
     pg_as_owner "$PG_BIN/psql" --quiet --no-psqlrc --set=ON_ERROR_STOP=1 \
         --host="$data_dir" --port="$port" --username=postgres --dbname=postgres "$@"
-}
-
-# pg_throwaway NAME: a fresh cluster in a new folder /tmp/NAME.XXXXXX on a free loopback port, with the habitflow
-# database and the service roles (pg_create_database, from common.sh), stopped and removed when the calling script
-# exits (it sets the EXIT, INT and TERM traps). Sets PG_THROWAWAY_DIR, PG_THROWAWAY_PORT and PG_THROWAWAY_PASSWORD
-# (the superuser's). Start settings such as PG_FSYNC pass through.
-pg_throwaway() {
-    PG_THROWAWAY_DIR=$(mktemp -d "/tmp/$1.XXXXXX")
-    chmod 755 "$PG_THROWAWAY_DIR"
-    trap 'pg_stop "$PG_THROWAWAY_DIR/postgres"; rm -rf "$PG_THROWAWAY_DIR"' EXIT
-    trap 'exit 130' INT TERM
-    PG_THROWAWAY_PASSWORD=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
-    pg_init "$PG_THROWAWAY_DIR/postgres" "$PG_THROWAWAY_PASSWORD"
-    local attempt
-    # A free port can be taken between choosing and binding it: try a few.
-    for attempt in 1 2 3; do
-        PG_THROWAWAY_PORT=$(pg_free_port)
-        if pg_start "$PG_THROWAWAY_DIR/postgres" "$PG_THROWAWAY_PORT" "$PG_THROWAWAY_DIR/postgres.log"; then break; fi
-        ((attempt < 3)) || { cat "$PG_THROWAWAY_DIR/postgres.log" >&2; exit 1; }
-    done
-    pg_create_database "$PG_THROWAWAY_DIR/postgres" "$PG_THROWAWAY_PORT" habitflow
 }

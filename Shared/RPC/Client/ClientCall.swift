@@ -135,12 +135,12 @@ final class ClientCall: ClientCallStream {
         }
     }
 
-    func nextMessage() async throws -> ByteBuffer? {
+    func nextReceivedMessage() async throws -> ReceivedMessage? {
         if state.withLock({ $0.initialMetadata == nil }) { _ = try await initialMetadata() }
         while true {
             switch try await nextPart() {
-            case .message(let payload):
-                return payload
+            case .message(let message):
+                return message
             case .end(let end):
                 finish(end)
                 if case .failed(let error, _) = end { throw error }

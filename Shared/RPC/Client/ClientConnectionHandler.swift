@@ -268,7 +268,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                         throw RPCError(.internal, "could not decompress the response message: \(reason)")
                     }
                 }
-                queued = stream.transport.deliver(.message(payload))
+                queued = stream.transport.deliver(.message(ReceivedMessage(payload: payload, wasCompressed: framed.compressed)))
             }
         } catch let failure as MessageDeframer.Failure {
             session.consume(bytes.readableBytes, streamID: streamID)

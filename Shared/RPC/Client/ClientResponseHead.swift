@@ -56,11 +56,15 @@ struct ClientResponseHead {
         guard code != .ok else { return nil }
         let message = grpcMessage.map(PercentEncoding.decode) ?? ""
         var details: [Google_Protobuf_Any] = []
+        var received: [UInt8]?
         if let statusDetails, let bytes = Base64.decode(statusDetails),
             let status = try? Google_Rpc_Status(serializedBytes: bytes)
         {
             details = status.details
+            received = bytes
         }
-        return RPCError(code, message, details: details, trailers: metadata)
+        var error = RPCError(code, message, details: details, trailers: metadata)
+        error.receivedStatusDetails = received
+        return error
     }
 }

@@ -13,7 +13,7 @@ enum AttemptEnd: Sendable {
 /// What an attempt receives, in order: headers, messages, then its end.
 enum ResponsePart: Sendable {
     case headers(Metadata)
-    case message(ByteBuffer)
+    case message(ReceivedMessage)
     case end(AttemptEnd)
 }
 

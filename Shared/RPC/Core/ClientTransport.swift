@@ -10,12 +10,20 @@ public protocol ClientCallStream: Sendable {
     func finishRequests() async
     /// The metadata of the response headers. Throws the call's error when it failed without any (Trailers-Only).
     func initialMetadata() async throws -> Metadata
-    /// The next response message; `nil` once the call ended with OK. Throws the call's ``RPCError`` otherwise.
-    func nextMessage() async throws -> ByteBuffer?
+    /// The next response message (decompressed, with whether it travelled compressed); `nil` once the call ended
+    /// with OK. Throws the call's ``RPCError`` otherwise.
+    func nextReceivedMessage() async throws -> ReceivedMessage?
     /// The trailing metadata, once the call ended (empty before).
     var trailers: Metadata { get }
     /// Ends the call now (RST_STREAM CANCEL): waiting reads and writes throw `CANCELLED`. No effect once it ended.
     func cancel()
+}
+
+extension ClientCallStream {
+    /// The next response message's payload; `nil` once the call ended with OK.
+    public func nextMessage() async throws -> ByteBuffer? {
+        try await nextReceivedMessage()?.payload
+    }
 }
 
 /// Carries client calls to servers: the layer generated clients call (``RPCChannel`` in HabitFlowRPCClient).

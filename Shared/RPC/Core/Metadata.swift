@@ -53,6 +53,11 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
         entries.removeAll { $0.key == key }
     }
 
+    /// Removes every entry whose key `shouldRemove` picks (keys are lower-case).
+    public mutating func removeAll(where shouldRemove: (String) -> Bool) {
+        entries.removeAll { shouldRemove($0.key) }
+    }
+
     /// The first text value of `key`.
     public subscript(_ key: String) -> String? {
         let key = normalized(key)
@@ -92,6 +97,20 @@ private func normalized(_ key: String) -> String {
 }
 
 extension Metadata {
+    /// Fields that describe one HTTP connection or message framing rather than the call (RFC 9110 §7.6.1 hop-by-hop
+    /// fields, plus those a gRPC transport sets itself): a proxy does not pass them on.
+    public static let hopByHopKeys: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+        "transfer-encoding", "upgrade", "host", "content-length", "content-type", "user-agent",
+    ]
+
+    /// This metadata without ``hopByHopKeys``.
+    public func removingHopByHopFields() -> Metadata {
+        var copy = self
+        copy.removeAll { Self.hopByHopKeys.contains($0) }
+        return copy
+    }
+
     /// Header fields as sent on the wire: binary values base64-encoded without padding.
     public var headerFields: [(name: String, value: String)] {
         entries.map { entry in

@@ -6,12 +6,17 @@ public import SwiftProtobuf
 /// `UNKNOWN` without its text (it may hold internals). The details travel as `grpc-status-details-bin`, a
 /// serialized `google.rpc.Status` whose `details` are these `Any` messages (`BadRequest`, `RetryInfo`, `ErrorInfo`...).
 public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var code: RPCStatusCode
-    public var message: String
+    public var code: RPCStatusCode { didSet { receivedStatusDetails = nil } }
+    public var message: String { didSet { receivedStatusDetails = nil } }
     /// Packed `google.rpc.*` detail messages, in order.
-    public var details: [Google_Protobuf_Any]
+    public var details: [Google_Protobuf_Any] { didSet { receivedStatusDetails = nil } }
     /// Trailing metadata to send with the status.
     public var trailers: Metadata
+
+    /// The `grpc-status-details-bin` bytes exactly as a server sent them, kept by the client while code, message and
+    /// details are unchanged, so an error passed on (a proxy, a handler rethrowing a downstream error) carries them
+    /// byte for byte rather than re-encoded.
+    package var receivedStatusDetails: [UInt8]?
 
     public init(
         _ code: RPCStatusCode, _ message: String, details: [Google_Protobuf_Any] = [], trailers: Metadata = [:]
@@ -32,6 +37,18 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         message.isEmpty ? "\(code)" : "\(code): \(message)"
+    }
+
+    // The received bytes are a transport detail: two errors with the same status are equal.
+    public static func == (lhs: RPCError, rhs: RPCError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.details == rhs.details && lhs.trailers == rhs.trailers
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
+        hasher.combine(details)
+        hasher.combine(trailers)
     }
 }
 

@@ -23,6 +23,10 @@ public protocol ServerCallTransport: Sendable {
     /// Sends one response message (the response headers go first, with the context's initial metadata). Suspends
     /// while the peer's flow-control window and the stream's send queue are full.
     func sendResponse(_ payload: ByteBuffer, compressed: Bool) async throws
+    /// Sends the response headers now, with the context's initial metadata, unless they went out already (otherwise
+    /// they go with the first response message or the status). A proxy passes a backend's headers on with it as soon
+    /// as they arrive. Throws when the call has ended.
+    func sendInitialMetadata() async throws
 }
 
 /// A service implementation a server routes calls to. Generated `…Service.Handler` protocols refine it and provide
@@ -128,6 +132,11 @@ public struct ResponseWriter<Message: SwiftProtobuf.Message>: Sendable {
 private func receiveSingleRequest<Request: Message>(
     context: ServerContext, transport: any ServerCallTransport
 ) async throws -> Request {
+    try decode(try await receiveSingleMessage(context: context, transport: transport).payload)
+}
+
+/// The one request message of a unary or server-streaming call (`UNIMPLEMENTED` for none or several).
+func receiveSingleMessage(context: ServerContext, transport: any ServerCallTransport) async throws -> ReceivedMessage {
     guard let first = try await transport.nextRequest() else {
         throw RPCError(.unimplemented, "\(context.method.path) expects exactly one request message, got none")
     }
@@ -135,7 +144,7 @@ private func receiveSingleRequest<Request: Message>(
         throw RPCError(.unimplemented, "\(context.method.path) expects exactly one request message, got more")
     }
     context.lastRequestCompressed = first.wasCompressed
-    return try decode(first.payload)
+    return first
 }
 
 func decode<Message: SwiftProtobuf.Message>(_ payload: ByteBuffer) throws -> Message {

@@ -433,6 +433,17 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             ? .queueFull : .queued
     }
 
+    /// Sends the response headers of a call now, unless they went out already; false once the call has ended.
+    func sendInitialMetadata(streamID: Int32) -> Bool {
+        guard session != nil, let stream = streams[streamID], !stream.statusSent else { return false }
+        if !stream.headersSent {
+            // Announces gzip when the client takes it: each later message is then compressed or not on its own.
+            sendResponseHeaders(stream, wantsCompression: true)
+            scheduleFlush()
+        }
+        return true
+    }
+
     /// Parks a writer until its stream's send queue drains below the low watermark (or the call ends).
     func waitForSendQueue(streamID: Int32, continuation: UnsafeContinuation<Void, any Error>) {
         guard let stream = streams[streamID], !stream.statusSent else {
@@ -479,7 +490,9 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         case .success:
             sendStatus(stream, code: RPCStatusCode.ok, message: "", details: [], extraTrailers: Metadata())
         case .failure(let error as RPCError):
-            sendStatus(stream, code: error.code, message: error.message, details: error.details, extraTrailers: error.trailers)
+            sendStatus(
+                stream, code: error.code, message: error.message, details: error.details,
+                encodedDetails: error.receivedStatusDetails, extraTrailers: error.trailers)
         case .failure(is CancellationError):
             sendStatus(stream, code: RPCStatusCode.cancelled, message: "the call was cancelled", details: [], extraTrailers: Metadata())
         case .failure(let error):
@@ -498,20 +511,23 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     /// Ends a call from the runtime's side: status out, handler cancelled, the client told to stop sending.
     private func failCall(_ stream: ServerStream, _ error: RPCError) {
         guard !stream.statusSent else { return }
-        sendStatus(stream, code: error.code, message: error.message, details: error.details, extraTrailers: error.trailers)
+        sendStatus(
+            stream, code: error.code, message: error.message, details: error.details,
+            encodedDetails: error.receivedStatusDetails, extraTrailers: error.trailers)
         stream.abandon(error: error)
     }
 
     private func sendStatus(
         _ stream: ServerStream, code: RPCStatusCode, message: String, details: [Google_Protobuf_Any],
-        extraTrailers: Metadata
+        encodedDetails: [UInt8]? = nil, extraTrailers: Metadata
     ) {
         guard let session else { return }
         stream.statusSent = true
         stream.deadlineTimer?.cancel()
         var trailers = stream.context.trailers
         trailers.add(contentsOf: extraTrailers)
-        let status = statusFields(code, message: message, details: details, trailers: trailers)
+        let status = statusFields(
+            code, message: message, details: details, encodedDetails: encodedDetails, trailers: trailers)
         if stream.headersSent {
             session.finishStream(stream.streamID, trailers: status)
         } else {
@@ -533,14 +549,18 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         scheduleFlush()
     }
 
+    /// `encodedDetails`: `grpc-status-details-bin` as received from another server, passed on unchanged.
     private func statusFields(
-        _ code: RPCStatusCode, message: String, details: [Google_Protobuf_Any], trailers: Metadata
+        _ code: RPCStatusCode, message: String, details: [Google_Protobuf_Any], encodedDetails: [UInt8]? = nil,
+        trailers: Metadata
     ) -> [HTTP2HeaderField] {
         var fields = [HTTP2HeaderField(name: "grpc-status", value: String(code.rawValue))]
         if !message.isEmpty {
             fields.append(.init(name: "grpc-message", value: PercentEncoding.encode(message)))
         }
-        if !details.isEmpty {
+        if let encodedDetails {
+            fields.append(.init(name: "grpc-status-details-bin", value: Base64.encode(encodedDetails, padding: false)))
+        } else if !details.isEmpty {
             var status = Google_Rpc_Status()
             status.code = Int32(code.rawValue)
             status.message = message

@@ -161,6 +161,16 @@ final class ServerStreamTransport: ServerCallTransport {
         }
     }
 
+    func sendInitialMetadata() async throws {
+        let connection = self.connection
+        let streamID = self.streamID
+        let sent =
+            connection.eventLoop.inEventLoop
+            ? connection.value.sendInitialMetadata(streamID: streamID)
+            : try await connection.eventLoop.submit { connection.value.sendInitialMetadata(streamID: streamID) }.get()
+        guard sent else { throw RPCError(.cancelled, "the call has ended") }
+    }
+
     private func releaseFlowControlCredit() {
         let connection = self.connection
         let streamID = self.streamID

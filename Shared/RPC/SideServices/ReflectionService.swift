@@ -13,8 +13,12 @@ public struct ReflectionService: Sendable {
     /// - Parameters:
     ///   - descriptorSets: base64 `FileDescriptorSet`s covering every served service and its imports.
     ///   - serviceNames: the services `list_services` reports (the server's registered services).
-    public init(descriptorSets: [String], serviceNames: [String]) throws {
-        index = try DescriptorIndex(descriptorSets: descriptorSets, serviceNames: serviceNames)
+    ///   - hidingUnlistedServices: also removes every service not in `serviceNames` from the served files, for a
+    ///     server whose `.proto` files declare services it does not expose (a gateway: internal services share files
+    ///     with public ones, and clients must not even learn their shape).
+    public init(descriptorSets: [String], serviceNames: [String], hidingUnlistedServices: Bool = false) throws {
+        index = try DescriptorIndex(
+            descriptorSets: descriptorSets, serviceNames: serviceNames, hidingUnlistedServices: hidingUnlistedServices)
     }
 
     /// Both reflection versions, ready to register with a server.
@@ -118,14 +122,19 @@ struct DescriptorIndex: Sendable {
     private var extensions: [String: [Int32: String]] = [:]
     private let serviceNames: [String]
 
-    init(descriptorSets: [String], serviceNames: [String]) throws {
+    init(descriptorSets: [String], serviceNames: [String], hidingUnlistedServices: Bool) throws {
         self.serviceNames = serviceNames.sorted()
+        let listed = Set(serviceNames)
         for base64 in descriptorSets {
             guard let bytes = Base64.decode(base64) else {
                 throw RPCError(.internal, "an embedded descriptor set is not valid base64")
             }
             let set = try Google_Protobuf_FileDescriptorSet(serializedBytes: bytes)
-            for file in set.file where files[file.name] == nil {
+            for var file in set.file where files[file.name] == nil {
+                if hidingUnlistedServices {
+                    let prefix = file.package.isEmpty ? "" : file.package + "."
+                    file.service.removeAll { !listed.contains(prefix + $0.name) }
+                }
                 files[file.name] = file
                 serializedFiles[file.name] = try file.serializedBytes()
                 index(file)

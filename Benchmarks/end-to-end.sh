@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# End-to-end benchmark (prints figures; not a test): the stack in release mode on a throwaway Postgres, seeded
+# through the RPCs, then habitflow-load's mixed scenario open-loop at several rates through the gateway, and a
+# connection-scale step holding many HTTP/2 connections at a low rate. Per step: achieved rate, p50/p99/p99.9,
+# errors, and each process's CPU and peak RSS (from /proc).
+#
+#   Benchmarks/end-to-end.sh                       # the issue's plan (about 15 minutes after the build)
+#   Benchmarks/end-to-end.sh --no-build --rates "250 500" --duration 10 --seed-days 28 --scale-connections 2000
+#
+# Options (defaults in brackets): --rates "250 500 1000 2000"  --duration 30 (s per step)  --warm-up 5
+#   --users 1000 (connected users, one connection each)  --seed-users 1000  --seed-habits 15  --seed-days 56
+#   --scale-connections 10000  --scale-rate 200  --json FILE (every step's habitflow-load result, one file)
+#   --no-build (use what .build-release holds)
+#
+# Seeding 5 years (--seed-days 1825) goes through MarkHabitDone one entry at a time: the seed step prints its
+# rate; at that rate the full history takes hours, so the default seeds 8 weeks.
+set -euo pipefail
+source "$(dirname "$0")/../scripts/lib/common.sh"
+source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
+cd "$HABITFLOW_ROOT"
+
+rates="250 500 1000 2000"
+duration=30
+warm_up=5
+users=1000
+seed_users=1000
+seed_habits=15
+seed_days=56
+scale_connections=10000
+scale_rate=200
+json_out=""
+build=true
+while (($#)); do
+    case "$1" in
+        --rates) rates=$2; shift 2 ;;
+        --duration) duration=$2; shift 2 ;;
+        --warm-up) warm_up=$2; shift 2 ;;
+        --users) users=$2; shift 2 ;;
+        --seed-users) seed_users=$2; shift 2 ;;
+        --seed-habits) seed_habits=$2; shift 2 ;;
+        --seed-days) seed_days=$2; shift 2 ;;
+        --scale-connections) scale_connections=$2; shift 2 ;;
+        --scale-rate) scale_rate=$2; shift 2 ;;
+        --json) json_out=$2; shift 2 ;;
+        --no-build) build=false; shift ;;
+        -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "end-to-end: unknown option $1 (try --help)" >&2; exit 2 ;;
+    esac
+done
+
+"$HABITFLOW_ROOT/scripts/bootstrap"
+scratch="$HABITFLOW_ROOT/.build-release"
+bin="$scratch/release"
+products=(habitflow-auth habitflow-habits habitflow-gateway habitflow-load)
+if $build; then
+    for product in "${products[@]}"; do
+        log "building $product (release)"
+        swift build -c release --product "$product" --scratch-path "$scratch" 2>&1 | grep -E "error|Compiling|Build of product" | grep -v Compiling || true
+        [[ -x "$bin/$product" ]] || { echo "end-to-end: $product did not build" >&2; exit 1; }
+    done
+fi
+for product in "${products[@]}"; do
+    [[ -x "$bin/$product" ]] || { echo "end-to-end: $bin/$product is missing (run without --no-build)" >&2; exit 1; }
+done
+
+# Every connection is a file descriptor, in the driver and in the gateway.
+ulimit -n "$(ulimit -Hn)"
+if (($(ulimit -n) < scale_connections + 2000)); then
+    echo "end-to-end: ulimit -n is $(ulimit -n); the connection-scale step needs $((scale_connections + 2000))" >&2
+    exit 1
+fi
+
+for port in 7070 7071 7072; do
+    if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        echo "end-to-end: port $port is in use (a stack is running?); stop it first" >&2
+        exit 1
+    fi
+done
+
+workdir=$(mktemp -d /tmp/habitflow-e2e.XXXXXX)
+chmod 755 "$workdir"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$workdir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The stack: scripts/stack owns Postgres (and starts the services once it does; until then they start here).
+pg_port=$(pg_free_port)
+export HABITFLOW_DATA_DIR="$workdir/data" HABITFLOW_POSTGRES_PORT=$pg_port
+log "starting the stack (Postgres on 127.0.0.1:$pg_port)"
+"$HABITFLOW_ROOT/scripts/stack" --fresh >"$workdir/stack.log" 2>&1 &
+pids+=($!)
+wait_for_port() { # port, seconds
+    local deadline=$((SECONDS + $2))
+    until (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
+        ((SECONDS < deadline)) || return 1
+        sleep 0.2
+    done
+}
+wait_for_port "$pg_port" 120 || { cat "$workdir/stack.log" >&2; exit 1; }
+grep -q "Ctrl-C stops the stack" <(timeout 60 tail -f "$workdir/stack.log") || true
+
+export HABITFLOW_SQL_DIR="$HABITFLOW_ROOT/Schemas/sql" HABITFLOW_LOG_LEVEL=warning
+export HABITFLOW_INTERNAL_SECRET=${HABITFLOW_INTERNAL_SECRET:-$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')}
+for service in auth habits; do
+    export "HABITFLOW_${service^^}_DATABASE_URL=postgresql://$service:$(service_db_password "$service")@127.0.0.1:$pg_port/habitflow"
+done
+# Metrics on free ports: the local stack's 9070-9074 may be taken by a developer's stack.
+export HABITFLOW_GATEWAY_METRICS_PORT=0 HABITFLOW_AUTH_METRICS_PORT=0 HABITFLOW_HABITS_METRICS_PORT=0
+# The driver is one client address with many accounts: lift the per-address limit, keep the per-account one.
+export HABITFLOW_GATEWAY_ADDRESS_RATE_LIMIT=1000000 HABITFLOW_GATEWAY_ADDRESS_RATE_BURST=1000000
+declare -A service_pid
+start_service() { # name port
+    if (echo >"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then
+        service_pid[$1]=$(ss -Hltnp "sport = :$2" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
+        return
+    fi
+    "$bin/habitflow-$1" >"$workdir/$1.log" 2>&1 &
+    service_pid[$1]=$!
+    pids+=($!)
+    wait_for_port "$2" 60 || { echo "end-to-end: habitflow-$1 did not start:" >&2; tail -20 "$workdir/$1.log" >&2; exit 1; }
+}
+start_service habits 7072
+start_service auth 7071
+start_service gateway 7070
+pg_pid=$(head -n 1 "$workdir/data/postgres/postmaster.pid")
+log "stack up: gateway ${service_pid[gateway]}, auth ${service_pid[auth]}, habits ${service_pid[habits]}, postgres $pg_pid"
+
+# CPU seconds (utime + stime, all threads) of a process and its children (Postgres backends are children).
+cpu_ticks() {
+    local total=0 pid
+    for pid in $1 $(pgrep -P "$1" || true); do
+        [[ -r /proc/$pid/stat ]] || continue
+        local fields
+        read -r -a fields < <(sed 's/^.*) //' "/proc/$pid/stat")
+        total=$((total + fields[11] + fields[12]))
+    done
+    echo "$total"
+}
+peak_rss_mib() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+reset_peak_rss() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || true; }
+ticks_per_second=$(getconf CLK_TCK)
+processes=(gateway auth habits postgres)
+pid_of() { if [[ $1 == postgres ]]; then echo "$pg_pid"; else echo "${service_pid[$1]}"; fi; }
+
+log "seeding $seed_users accounts × $seed_habits habits × $seed_days days (straight to the services)"
+"$bin/habitflow-load" seed --direct-auth 127.0.0.1:7071 --direct-habits 127.0.0.1:7072 \
+    --users "$seed_users" --habits "$seed_habits" --days "$seed_days" --accounts "$workdir/accounts.jsonl" \
+    --json "$workdir/seed.json" 2>"$workdir/seed.log" | sed 's/^/  /' || { tail -20 "$workdir/seed.log" >&2; exit 1; }
+
+results=()
+run_step() { # name, then habitflow-load run arguments
+    local name=$1
+    shift
+    local before=() process started
+    for process in "${processes[@]}"; do
+        before+=("$(cpu_ticks "$(pid_of "$process")")")
+        reset_peak_rss "$(pid_of "$process")"
+    done
+    started=$(date +%s.%N)
+    local status=0
+    "$bin/habitflow-load" run --accounts "$workdir/accounts.jsonl" --json "$workdir/$name.json" --quiet "$@" \
+        >"$workdir/$name.txt" 2>"$workdir/$name.log" || status=$?
+    local elapsed
+    elapsed=$(awk -v end="$(date +%s.%N)" -v start="$started" 'BEGIN { print end - start }')
+    if ((status >= 2)); then
+        echo "  $name: habitflow-load failed (exit $status):" >&2
+        tail -5 "$workdir/$name.log" >&2
+        return
+    fi
+    local usage="" index=0
+    for process in "${processes[@]}"; do
+        local pid ticks
+        pid=$(pid_of "$process")
+        ticks=$(($(cpu_ticks "$pid") - before[index]))
+        usage+=$(printf " %s %3.0f%% %4sMiB" "$process" \
+            "$(awk -v t="$ticks" -v hz="$ticks_per_second" -v s="$elapsed" 'BEGIN { print 100 * t / hz / s }')" \
+            "$(peak_rss_mib "$pid")")
+        index=$((index + 1))
+    done
+    /usr/bin/python3 - "$workdir/$name.json" "$name" "$usage" <<'EOF'
+import json, sys
+report = json.load(open(sys.argv[1]))
+latency = report["latencyMs"]
+errors = ", ".join(f"{code} {count}" for code, count in sorted(report["errorsByCode"].items())) or "0"
+mark = next((op for op in report["operations"] if op["name"] == "mark-done"), None)
+mark_p99 = f"  mark-done p99 {mark['latencyMs']['p99']:.1f}ms" if mark else ""
+print(f"  {sys.argv[2]:<18} {report['ratePerSecond']:8.1f} req/s  p50 {latency['p50']:7.2f}ms  p99 {latency['p99']:8.2f}ms"
+      f"  p99.9 {latency['p999']:8.2f}ms  errors {errors}{mark_p99}\n  {'':<18}{sys.argv[3]}")
+EOF
+    results+=("$workdir/$name.json")
+}
+
+log "mixed scenario, open loop, $users users on $users connections, ${duration}s per rate after ${warm_up}s warm-up"
+for rate in $rates; do
+    run_step "mixed-$rate" --scenario mixed --users "$users" --connections "$users" --rate "$rate" \
+        --duration "${duration}s" --warm-up "${warm_up}s"
+done
+
+log "connection scale: $scale_connections HTTP/2 connections at $scale_rate req/s"
+run_step "connections-$scale_connections" --scenario read-heavy --users "$users" --connections "$scale_connections" \
+    --rate "$scale_rate" --duration "${duration}s" --warm-up "${warm_up}s" --setup-concurrency 64
+
+if [[ -n "$json_out" ]]; then
+    /usr/bin/python3 - "$json_out" "$workdir/seed.json" "${results[@]}" <<'EOF'
+import json, sys
+out, seed, *steps = sys.argv[1:]
+json.dump({"seed": json.load(open(seed)), "steps": [json.load(open(path)) for path in steps]}, open(out, "w"), indent=2)
+EOF
+    log "wrote $json_out"
+fi

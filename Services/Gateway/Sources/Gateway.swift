@@ -1,0 +1,219 @@
+public import HabitFlowServiceKit
+public import Logging
+internal import Foundation
+internal import HabitFlowAuthProtos
+internal import HabitFlowCrypto
+internal import HabitFlowHabitsProtos
+internal import HabitFlowRPC
+internal import HabitFlowRPCClient
+internal import HabitFlowRPCServer
+public import HabitFlowRPCSideServices
+internal import HabitFlowTLS
+internal import HabitFlowTokens
+internal import Prometheus
+
+/// The only process clients reach (DESIGN.md section 2): authenticates, rate-limits and forwards every public RPC to
+/// the service that owns it, and serves the dashboard it assembles from several services.
+///
+/// ```swift
+/// let gateway = try await Gateway.start(configuration: configuration, logger: logger)  // port 0 in tests
+/// ...
+/// await gateway.shutdown()
+/// ```
+public final class Gateway: ServiceProcess {
+    public let configuration: GatewayConfiguration
+    /// Health of the gateway itself and of each public service name.
+    public let health: HealthStatusRegistry
+    private let server: RPCServer
+    private let channels: [String: RPCChannel]
+    private let metricsEndpoint: MetricsEndpoint?
+    private let keyRefresher: Task<Void, Never>
+
+    public var port: Int { server.localAddress?.port ?? configuration.service.port }
+    public var metricsPort: Int? { metricsEndpoint?.port }
+
+    public static func start(configuration: GatewayConfiguration, logger: Logger) async throws -> Gateway {
+        let service = configuration.service
+        if service.internalSecret == ServiceConfiguration.localDevelopmentSecret {
+            logger.warning("using the local development internal secret; set HABITFLOW_INTERNAL_SECRET outside a laptop")
+        }
+        let credential = InternalCredential(secret: service.internalSecret)
+        var channels: [String: RPCChannel] = [:]
+        func channel(to owner: String) throws -> RPCChannel {
+            if let existing = channels[owner] { return existing }
+            let made = try makeChannel(to: owner, configuration: configuration, credential: credential, logger: logger)
+            channels[owner] = made
+            return made
+        }
+        let auth = try channel(to: "auth")
+        let habits = try channel(to: "habits")
+
+        let registry = PrometheusCollectorRegistry()
+        let metrics = GatewayMetrics(registry: registry)
+        let authInternal = Habitflow_Auth_V1_AuthInternal.Client(transport: auth)
+        let keys = AccessTokenKeys(refreshInterval: configuration.keyRefreshInterval) {
+            try await fetchVerifier(from: authInternal, leeway: configuration.tokenLeeway)
+        }
+        let sessions = SessionChecker(
+            checkInterval: configuration.sessionCheckInterval, grace: configuration.sessionCheckGrace
+        ) { caller in
+            try await checkSession(caller, with: authInternal)
+        }
+
+        var services: [any RPCService] = []
+        for route in GatewayRoutes.forwarded {
+            let schema = try ServiceSchema.load(route.service, fromDescriptorSets: [route.descriptorSet])
+            services.append(
+                ForwardingService(schema: schema, transport: try channel(to: route.owner)) { _, _, options in
+                    prepareForwardedCall(&options, defaultTimeout: configuration.defaultTimeout)
+                })
+        }
+        services.append(
+            DashboardService(
+                habits: Habitflow_Habits_V1_HabitsService.Client(transport: habits),
+                partTimeout: configuration.dashboardPartTimeout))
+        let health = HealthStatusRegistry()
+        let reflection = try ReflectionService(
+            descriptorSets: GatewayRoutes.descriptorSets, serviceNames: GatewayRoutes.publicServiceNames,
+            hidingUnlistedServices: true)
+        services += [HealthService(registry: health)] + reflection.services
+
+        var serverConfiguration = RPCServerConfiguration(host: service.host, port: service.port)
+        serverConfiguration.tls = configuration.tls.map { files in
+            .server(certificateChain: .file(files.certificatePath), privateKey: .file(files.privateKeyPath))
+        }
+        serverConfiguration.maxReceiveMessageSize = configuration.maxMessageSize
+        let server = RPCServer(
+            configuration: serverConfiguration, services: services,
+            interceptors: [
+                RequestLogInterceptor(logger: logger),
+                RPCMetricsInterceptor(registry: registry),
+                ErrorMappingServerInterceptor(logger: logger),
+                AddressRateLimitInterceptor(limiter: RateLimiter(limit: configuration.addressRateLimit), metrics: metrics),
+                AuthenticationInterceptor(
+                    authenticator: Authenticator(keys: keys, sessions: sessions),
+                    accountLimiter: RateLimiter(limit: configuration.accountRateLimit), metrics: metrics),
+            ],
+            logger: logger)
+
+        let metricsEndpoint: MetricsEndpoint?
+        do {
+            try await server.start()
+            if let port = service.metricsPort {
+                metricsEndpoint = try await MetricsEndpoint.start(host: service.host, port: port, registry: registry)
+            } else {
+                metricsEndpoint = nil
+            }
+        } catch {
+            await server.shutdown()
+            for channel in channels.values { await channel.close() }
+            throw error
+        }
+        health.setStatus(.serving)
+        for name in GatewayRoutes.forwarded.map(\.service) + GatewayRoutes.own { health.setStatus(.serving, for: name) }
+
+        // Keys are fetched ahead of the first call and kept fresh, so a request rarely waits for them.
+        let refreshInterval = configuration.keyRefreshInterval
+        let keyRefresher = Task {
+            while !Task.isCancelled {
+                _ = try? await keys.current()
+                try? await Task.sleep(for: refreshInterval)
+            }
+        }
+        return Gateway(
+            configuration: configuration, health: health, server: server, channels: channels,
+            metricsEndpoint: metricsEndpoint, keyRefresher: keyRefresher)
+    }
+
+    private init(
+        configuration: GatewayConfiguration, health: HealthStatusRegistry, server: RPCServer,
+        channels: [String: RPCChannel], metricsEndpoint: MetricsEndpoint?, keyRefresher: Task<Void, Never>
+    ) {
+        self.configuration = configuration
+        self.health = health
+        self.server = server
+        self.channels = channels
+        self.metricsEndpoint = metricsEndpoint
+        self.keyRefresher = keyRefresher
+    }
+
+    public func run() async throws {
+        try await server.run()
+    }
+
+    /// Graceful: health NOT_SERVING, GOAWAY and in-flight calls finish, then the channels to the services close.
+    public func shutdown() async {
+        health.markAllNotServing()
+        keyRefresher.cancel()
+        await server.shutdown()
+        await metricsEndpoint?.close()
+        for channel in channels.values { await channel.close() }
+    }
+
+    // MARK: Pieces
+
+    /// One pooled channel per service, round-robin over its replicas, signing every call with the internal
+    /// credential. Connecting is bounded by the short connect timeout and retries are few and quick, so a service
+    /// that is down answers `UNAVAILABLE` at once rather than after the client's deadline.
+    private static func makeChannel(
+        to owner: String, configuration: GatewayConfiguration, credential: InternalCredential, logger: Logger
+    ) throws -> RPCChannel {
+        var channelConfiguration = RPCChannelConfiguration(targets: configuration.service.addresses(of: owner))
+        channelConfiguration.connectTimeout = configuration.connectTimeout
+        channelConfiguration.backoff.maximum = .seconds(5)
+        channelConfiguration.retry.maxAttempts = 3
+        channelConfiguration.retry.maxBackoff = .milliseconds(200)
+        channelConfiguration.maxReceiveMessageSize = configuration.maxMessageSize
+        return try RPCChannel(
+            configuration: channelConfiguration,
+            interceptors: [InternalCredentialClientInterceptor(credential: credential, caller: "gateway")],
+            logger: logger)
+    }
+
+    /// Shapes a client call on its way to a service: the client's token and anything posing as our internal
+    /// credential are removed; the caller's identity (which the channel's interceptor signs), the request id and a
+    /// deadline (the default when the client set none) are added.
+    static func prepareForwardedCall(_ options: inout CallOptions, defaultTimeout: Duration) {
+        options.metadata.removeAll("authorization")
+        options.metadata.removeAll { $0.hasPrefix("x-habitflow-") }
+        if let caller = AuthenticatedCaller.current {
+            options.metadata.add(InternalCredential.Key.userID, caller.userID.uuidString.lowercased())
+            options.metadata.add(InternalCredential.Key.sessionID, caller.sessionID)
+        }
+        if let info = GatewayCallInfo.current {
+            options.metadata.add(InternalCredential.Key.clientAddress, info.clientAddress)
+            options.metadata.set(GatewayCallInfo.requestIDKey, info.requestID)
+        }
+        if options.deadline == nil { options.timeout = defaultTimeout }
+    }
+
+    private static func fetchVerifier(
+        from auth: Habitflow_Auth_V1_AuthInternal.Client, leeway: Duration
+    ) async throws -> AccessTokenVerifier {
+        let response = try await auth.getVerificationKeys(
+            Habitflow_Auth_V1_GetVerificationKeysRequest(), options: CallOptions(timeout: .seconds(3)))
+        let keys = try response.keys.filter { $0.algorithm == "EdDSA" }.map { key in
+            VerificationKey(
+                keyID: key.keyID, publicKey: try Ed25519.PublicKey(rawRepresentation: Array(key.publicKey)),
+                notAfter: key.hasNotAfter ? key.notAfter.date : nil)
+        }
+        return AccessTokenVerifier(issuer: response.issuer, audience: response.audience, keys: keys, leeway: leeway)
+    }
+
+    private static func checkSession(
+        _ caller: AuthenticatedCaller, with auth: Habitflow_Auth_V1_AuthInternal.Client
+    ) async throws -> SessionChecker.SessionState {
+        let response = try await auth.checkSession(
+            .with {
+                $0.sessionID = caller.sessionID
+                $0.userID = caller.userID.uuidString.lowercased()
+            },
+            options: CallOptions(timeout: .seconds(2)))
+        switch response.state {
+        case .active: return .active
+        case .revoked: return .revoked
+        case .expired: return .expired
+        case .notFound, .unspecified, .UNRECOGNIZED: return .notFound
+        }
+    }
+}

@@ -1,0 +1,137 @@
+public import Foundation
+public import HabitFlowServiceKit
+
+/// Everything the gateway can be told (DESIGN.md sections 3 and 5), with defaults for the local stack.
+///
+/// The process part (address, metrics port, internal secret, where the services' replicas are, log level) is the
+/// ``ServiceConfiguration`` every HabitFlow process reads; the rest is the gateway's own.
+public struct GatewayConfiguration: Sendable {
+    public var service: ServiceConfiguration
+
+    /// TLS 1.3 with ALPN `h2` when set (`HABITFLOW_GATEWAY_TLS_CERT` and `HABITFLOW_GATEWAY_TLS_KEY`, PEM files);
+    /// cleartext HTTP/2 (h2c) otherwise.
+    public var tls: TLSFiles?
+
+    /// Calls per second (and burst) from one client address, counted before authentication.
+    public var addressRateLimit = RateLimit(perSecond: 100, burst: 200)
+    /// Calls per second (and burst) of one account, over all its devices.
+    public var accountRateLimit = RateLimit(perSecond: 50, burst: 100)
+
+    /// The deadline of a call that brings none.
+    public var defaultTimeout: Duration = .seconds(30)
+    /// The largest message accepted from a client and from a service, in bytes.
+    public var maxMessageSize = 4 << 20
+    /// How long connecting to a service may take before its calls fail `UNAVAILABLE`.
+    public var connectTimeout: Duration = .seconds(1)
+    /// How long a session's "still active" answer from auth is trusted: a revoked session or a deleted account is
+    /// refused at most this long after the fact.
+    public var sessionCheckInterval: Duration = .seconds(2)
+    /// While auth cannot be reached, a session last seen active is still accepted for this long (rather than every
+    /// call failing); after it, calls fail `UNAVAILABLE`.
+    public var sessionCheckGrace: Duration = .seconds(30)
+    /// How far past its expiry (or before its issue time) an access token is still accepted, for clock skew.
+    public var tokenLeeway: Duration = .seconds(30)
+    /// The verification keys are fetched again this often (and at once when a token names an unknown key).
+    public var keyRefreshInterval: Duration = .seconds(300)
+    /// Each part of the dashboard is fetched under this deadline (or the call's, when shorter).
+    public var dashboardPartTimeout: Duration = .seconds(2)
+
+    public struct TLSFiles: Sendable, Hashable {
+        public var certificatePath: String
+        public var privateKeyPath: String
+
+        public init(certificatePath: String, privateKeyPath: String) {
+            self.certificatePath = certificatePath
+            self.privateKeyPath = privateKeyPath
+        }
+    }
+
+    /// A token bucket: `burst` calls at once, refilled at `perSecond`.
+    public struct RateLimit: Sendable, Hashable {
+        public var perSecond: Double
+        public var burst: Double
+
+        public init(perSecond: Double, burst: Double) {
+            self.perSecond = perSecond
+            self.burst = burst
+        }
+    }
+
+    public init(service: ServiceConfiguration) {
+        self.service = service
+    }
+
+    /// Reads the ``ServiceConfiguration`` of `gateway` plus:
+    ///
+    /// | variable | default |
+    /// |---|---|
+    /// | `HABITFLOW_GATEWAY_TLS_CERT`, `HABITFLOW_GATEWAY_TLS_KEY` | unset: h2c |
+    /// | `HABITFLOW_GATEWAY_ADDRESS_RATE_LIMIT`, `HABITFLOW_GATEWAY_ADDRESS_RATE_BURST` | 100 per second, 200 |
+    /// | `HABITFLOW_GATEWAY_ACCOUNT_RATE_LIMIT`, `HABITFLOW_GATEWAY_ACCOUNT_RATE_BURST` | 50 per second, 100 |
+    /// | `HABITFLOW_GATEWAY_DEFAULT_TIMEOUT_MS` | 30000 |
+    /// | `HABITFLOW_GATEWAY_MAX_MESSAGE_BYTES` | 4194304 |
+    /// | `HABITFLOW_GATEWAY_CONNECT_TIMEOUT_MS` | 1000 |
+    /// | `HABITFLOW_GATEWAY_SESSION_CHECK_MS`, `HABITFLOW_GATEWAY_SESSION_GRACE_MS` | 2000, 30000 |
+    /// | `HABITFLOW_GATEWAY_TOKEN_LEEWAY_MS` | 30000 |
+    /// | `HABITFLOW_GATEWAY_KEY_REFRESH_MS` | 300000 |
+    /// | `HABITFLOW_GATEWAY_DASHBOARD_PART_TIMEOUT_MS` | 2000 |
+    public static func fromEnvironment(
+        _ service: ServiceConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationError) -> GatewayConfiguration {
+        var configuration = GatewayConfiguration(service: service)
+        let reader = EnvironmentReader(environment: environment, prefix: "HABITFLOW_GATEWAY_")
+        switch (reader.string("TLS_CERT"), reader.string("TLS_KEY")) {
+        case (nil, nil): break
+        case (let certificate?, let key?):
+            configuration.tls = TLSFiles(certificatePath: certificate, privateKeyPath: key)
+        case (nil, _):
+            throw ConfigurationError(variable: "HABITFLOW_GATEWAY_TLS_CERT", problem: "set it with HABITFLOW_GATEWAY_TLS_KEY")
+        case (_, nil):
+            throw ConfigurationError(variable: "HABITFLOW_GATEWAY_TLS_KEY", problem: "set it with HABITFLOW_GATEWAY_TLS_CERT")
+        }
+        configuration.addressRateLimit = RateLimit(
+            perSecond: try reader.positiveNumber("ADDRESS_RATE_LIMIT") ?? configuration.addressRateLimit.perSecond,
+            burst: try reader.positiveNumber("ADDRESS_RATE_BURST") ?? configuration.addressRateLimit.burst)
+        configuration.accountRateLimit = RateLimit(
+            perSecond: try reader.positiveNumber("ACCOUNT_RATE_LIMIT") ?? configuration.accountRateLimit.perSecond,
+            burst: try reader.positiveNumber("ACCOUNT_RATE_BURST") ?? configuration.accountRateLimit.burst)
+        if let value = try reader.milliseconds("DEFAULT_TIMEOUT_MS") { configuration.defaultTimeout = value }
+        if let value = try reader.positiveNumber("MAX_MESSAGE_BYTES") { configuration.maxMessageSize = Int(value) }
+        if let value = try reader.milliseconds("CONNECT_TIMEOUT_MS") { configuration.connectTimeout = value }
+        if let value = try reader.milliseconds("SESSION_CHECK_MS") { configuration.sessionCheckInterval = value }
+        if let value = try reader.milliseconds("SESSION_GRACE_MS") { configuration.sessionCheckGrace = value }
+        if let value = try reader.nonNegativeMilliseconds("TOKEN_LEEWAY_MS") { configuration.tokenLeeway = value }
+        if let value = try reader.milliseconds("KEY_REFRESH_MS") { configuration.keyRefreshInterval = value }
+        if let value = try reader.milliseconds("DASHBOARD_PART_TIMEOUT_MS") { configuration.dashboardPartTimeout = value }
+        return configuration
+    }
+}
+
+private struct EnvironmentReader {
+    let environment: [String: String]
+    let prefix: String
+
+    func string(_ name: String) -> String? {
+        environment[prefix + name].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    func positiveNumber(_ name: String) throws(ConfigurationError) -> Double? {
+        guard let text = string(name) else { return nil }
+        guard let number = Double(text), number > 0, number.isFinite else {
+            throw ConfigurationError(variable: prefix + name, problem: "expected a positive number, got '\(text)'")
+        }
+        return number
+    }
+
+    func milliseconds(_ name: String) throws(ConfigurationError) -> Duration? {
+        try positiveNumber(name).map { .milliseconds($0) }
+    }
+
+    func nonNegativeMilliseconds(_ name: String) throws(ConfigurationError) -> Duration? {
+        guard let text = string(name) else { return nil }
+        guard let number = Double(text), number >= 0, number.isFinite else {
+            throw ConfigurationError(variable: prefix + name, problem: "expected a number of milliseconds, got '\(text)'")
+        }
+        return .milliseconds(number)
+    }
+}

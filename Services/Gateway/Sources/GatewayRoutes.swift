@@ -1,0 +1,45 @@
+internal import HabitFlowAuthProtos
+internal import HabitFlowGRPCSideServiceProtos
+internal import HabitFlowGatewayProtos
+internal import HabitFlowHabitsProtos
+internal import HabitFlowRPCSideServices
+
+/// What clients can reach through the gateway: the public service of each HabitFlow service, and nothing else.
+/// Internal services (`AuthInternal`, `HabitsInternal`, event subscribers) are simply not routed: a client calling
+/// them gets `UNIMPLEMENTED`, as for any unknown method, and reflection does not show them.
+enum GatewayRoutes {
+    /// A public service and the process that owns it.
+    struct Route {
+        /// The fully qualified proto name.
+        var service: String
+        /// The owning process (`HABITFLOW_<OWNER>_ADDRESSES` lists its replicas).
+        var owner: String
+        /// The base64 descriptor set that declares it (for the method shapes and reflection).
+        var descriptorSet: String
+    }
+
+    /// Goals and social join here when they land.
+    static let forwarded = [
+        Route(service: Habitflow_Auth_V1_AuthService.name, owner: "auth", descriptorSet: AuthProtosDescriptorSet.base64),
+        Route(
+            service: Habitflow_Habits_V1_HabitsService.name, owner: "habits",
+            descriptorSet: HabitFlowHabitsProtosDescriptorSet.base64),
+    ]
+
+    /// The gateway's own services (served here, not forwarded).
+    static let own = [Habitflow_Gateway_V1_GatewayService.name]
+
+    static let healthService = Grpc_Health_V1_Health.name
+    /// Health and reflection: served by the gateway itself, without an access token.
+    static let sideServices: Set<String> = Set([healthService] + ReflectionService.serviceNames)
+
+    /// Every descriptor set reflection needs (imports included).
+    static var descriptorSets: [String] {
+        forwarded.map(\.descriptorSet) + [HabitFlowGatewayProtosDescriptorSet.base64, GRPCSideServicesDescriptorSet.base64]
+    }
+
+    /// The services reflection lists: the public API and the side services.
+    static var publicServiceNames: [String] {
+        forwarded.map(\.service) + own + [healthService] + ReflectionService.serviceNames
+    }
+}

@@ -1,0 +1,4 @@
+import HabitFlowHabits
+import HabitFlowServiceKit
+
+await ServiceMain.run(HabitsServiceDefinition.make())

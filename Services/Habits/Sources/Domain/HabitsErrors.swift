@@ -1,0 +1,45 @@
+public import Foundation
+public import HabitFlowRPC
+
+/// The statuses the habits service answers with, worded once.
+public enum HabitsErrors {
+    static func id(_ id: UUID) -> String { id.uuidString.lowercased() }
+
+    /// Also the answer for another user's habit: ids leak nothing.
+    public static func habitNotFound(_ habitID: UUID) -> RPCError {
+        .notFound(resourceType: "habit", name: id(habitID))
+    }
+
+    public static func categoryNotFound(_ categoryID: UUID) -> RPCError {
+        .notFound(resourceType: "category", name: id(categoryID))
+    }
+
+    public static func habitDeleted(_ habitID: UUID) -> RPCError {
+        .failedPrecondition(type: "HABIT_DELETED", subject: "habits/\(id(habitID))", "the habit was deleted")
+    }
+
+    public static func habitLimit() -> RPCError {
+        .failedPrecondition(
+            type: "HABIT_LIMIT", subject: "habits",
+            "at most \(HabitRules.maximumLiveHabits) habits; delete one to add another")
+    }
+
+    public static func categoryLimit() -> RPCError {
+        .failedPrecondition(
+            type: "CATEGORY_LIMIT", subject: "categories",
+            "at most \(HabitRules.maximumCategories) categories; delete one to add another")
+    }
+
+    public static func habitNameTaken(_ name: String) -> RPCError {
+        .alreadyExists(resourceType: "habit", name: name, "a habit named \"\(name)\" already exists")
+    }
+
+    public static func categoryNameTaken(_ name: String) -> RPCError {
+        .alreadyExists(resourceType: "category", name: name, "a category named \"\(name)\" already exists")
+    }
+
+    /// The account was deleted (UserDeleted or PurgeUser): nothing of it is re-created.
+    public static func accountDeleted(_ userID: UUID) -> RPCError {
+        .failedPrecondition(type: "ACCOUNT_DELETED", subject: "users/\(id(userID))", "the account was deleted")
+    }
+}

@@ -1,0 +1,30 @@
+internal import HabitFlowEvents
+internal import HabitFlowHabitsProtos
+internal import HabitFlowOutbox
+public import HabitFlowServiceKit
+
+/// The habits service: categories, habits, entries, weekly progress and scores (DESIGN.md section 3).
+///
+/// Serves `HabitsService` (public, through the gateway), `HabitsInternal` (other services) and `EventSubscriber`
+/// (auth's account events); publishes `CategoryDeleted` and `HabitDeleted` to goals through its outbox.
+public enum HabitsServiceDefinition {
+    /// - Parameter clock: where "now" comes from; tests pass their own.
+    public static func make(clock: UserClock = .system) -> ServiceDefinition {
+        ServiceDefinition(
+            name: "habits",
+            descriptorSets: [HabitFlowHabitsProtosDescriptorSet.base64],
+            eventRoutes: [
+                Habitflow_Events_V1_CategoryDeleted.protoMessageName: ["goals"],
+                Habitflow_Events_V1_HabitDeleted.protoMessageName: ["goals"],
+            ]
+        ) { runtime in
+            let store = HabitsStore(pool: runtime.pool)
+            let events = UserEvents(store: store, clock: clock, logger: runtime.logger)
+            return [
+                HabitsServiceHandler(store: store, clock: clock),
+                HabitsInternalHandler(store: store, clock: clock),
+                EventSubscriberService(pool: runtime.pool, consumer: UserEvents.consumer, apply: events.apply),
+            ]
+        }
+    }
+}

@@ -1,0 +1,103 @@
+internal import Foundation
+internal import HabitFlowHabitsProtos
+internal import HabitFlowPostgres
+internal import HabitFlowRPC
+internal import HabitFlowServiceKit
+
+/// `habitflow.habits.v1.HabitsInternal`: for other services (goals, social, account deletion), never the gateway.
+struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
+    let store: HabitsStore
+    let clock: UserClock
+
+    static let maximumHabitsPerAggregate = 100
+    static let maximumAggregateDays = 4_000
+    static let maximumUsersPerScoreCall = 100
+
+    /// Defense in depth: the gateway never routes here, and a call it signs is refused should it try.
+    private func requireServiceCaller() throws {
+        if CallerIdentity.current?.caller == "gateway" {
+            throw RPCError.permissionDenied(reason: "INTERNAL_ONLY", "HabitsInternal is for services, not clients")
+        }
+    }
+
+    func aggregateEntries(
+        request: Habitflow_Habits_V1_AggregateEntriesRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_AggregateEntriesResponse {
+        try requireServiceCaller()
+        var validator = RequestValidator()
+        let userID = validator.id(request.userID, field: "user_id")
+        let habitIDs = validator.ids(request.habitIds, field: "habit_ids", maximum: Self.maximumHabitsPerAggregate)
+        let first = validator.requiredDate(request.startDate, isSet: request.hasStartDate, field: "start_date")
+        let last = validator.requiredDate(request.endDate, isSet: request.hasEndDate, field: "end_date")
+        validator.range(first, last, field: "end_date", maximumDays: Self.maximumAggregateDays)
+        try validator.check()
+
+        let existing = try await store.existingHabitIDs(user: userID, among: habitIDs)
+        if let missing = habitIDs.first(where: { !existing.contains($0) }) { throw HabitsErrors.habitNotFound(missing) }
+        let totals = Dictionary(
+            grouping: try await store.weekTotals(user: userID, habits: habitIDs, from: first, through: last),
+            by: \.habitID)
+        return .with {
+            $0.aggregates = habitIDs.flatMap { habitID in
+                (totals[habitID] ?? []).sorted { $0.week < $1.week }.map { total in
+                    .with {
+                        $0.habitID = habitID.apiString
+                        $0.week = total.week.proto
+                        $0.weekStart = total.week.monday.proto
+                        $0.entryCount = Int64(total.count)
+                        $0.valueSum = total.valueSum.doubleValue
+                    }
+                }
+            }
+        }
+    }
+
+    func getWeeklyScores(
+        request: Habitflow_Habits_V1_GetWeeklyScoresRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_GetWeeklyScoresResponse {
+        try requireServiceCaller()
+        var validator = RequestValidator()
+        let userIDs = validator.ids(request.userIds, field: "user_ids", maximum: Self.maximumUsersPerScoreCall)
+        let requested = request.hasWeek ? validator.week(request.week, field: "week") : nil
+        try validator.check()
+
+        // Users the service has not seen have no habits; their week is taken in UTC.
+        let zones = try await store.timeZones(of: userIDs)
+        let now = clock.now
+        var weeks: [UUID: IsoWeek] = [:]
+        for userID in userIDs {
+            weeks[userID] = requested ?? IsoWeek(containing: (zones[userID] ?? .utc).localDate(at: now))
+        }
+        guard let earliest = weeks.values.min(), let latest = weeks.values.max() else { return .init() }
+        let habits = try await store.habits(of: userIDs, liveBetween: earliest, and: latest)
+        let completions = try await store.completions(in: weeks)
+        let categories = try await store.liveCategories(of: userIDs)
+        return .with {
+            $0.scores = userIDs.map { userID in
+                let week = weeks[userID] ?? earliest
+                let tallies = WeekTallies.tallies(
+                    of: habits[userID] ?? [], in: week, completions: completions[userID] ?? [:])
+                return .with {
+                    $0.userID = userID.apiString
+                    $0.week = week.proto
+                    $0.score = WeeklyScore(tallies).proto
+                    $0.habitCount = Int32(tallies.count)
+                    $0.categoryScores = CategoryWeekScore.scores(
+                        of: tallies, categories: (categories[userID] ?? []).map { ($0.id, $0.name) }
+                    ).map(\.proto)
+                }
+            }
+        }
+    }
+
+    func purgeUser(
+        request: Habitflow_Habits_V1_PurgeUserRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_PurgeUserResponse {
+        try requireServiceCaller()
+        var validator = RequestValidator()
+        let userID = validator.id(request.userID, field: "user_id")
+        try validator.check()
+        let existed = try await store.pool.transaction { try await store.purgeUser($0, user: userID) }
+        return .with { $0.existed = existed }
+    }
+}

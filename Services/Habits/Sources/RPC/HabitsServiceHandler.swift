@@ -1,0 +1,358 @@
+internal import Foundation
+internal import HabitFlowHabitsProtos
+internal import HabitFlowPostgres
+internal import HabitFlowRPC
+internal import HabitFlowServiceKit
+internal import SwiftProtobuf
+
+/// `habitflow.habits.v1.HabitsService`: the public API, always on behalf of the user the gateway authenticated.
+struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
+    let store: HabitsStore
+    let clock: UserClock
+
+    static let habitPageSizes = (defaultSize: 50, maximum: 200)
+    static let entryPageSizes = (defaultSize: 500, maximum: 1000)
+    static let changePageSizes = (defaultSize: 500, maximum: 1000)
+    static let maximumHistoryWeeks = 530
+    static let defaultHistoryWeeks = 12
+
+    /// The calling user, known to the service from here on, with their time zone.
+    private func caller() async throws -> (id: UUID, zone: UserTimeZone) {
+        let userID = try CallerIdentity.requireUser()
+        return (userID, try await store.prepareUser(userID, now: clock.now))
+    }
+
+    // MARK: - Categories
+
+    func listCategories(
+        request: Habitflow_Habits_V1_ListCategoriesRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_ListCategoriesResponse {
+        let user = try await caller()
+        let categories = try await store.categories(of: user.id)
+        return .with { $0.categories = categories.map(\.proto) }
+    }
+
+    func createCategory(
+        request: Habitflow_Habits_V1_CreateCategoryRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_Category {
+        var validator = RequestValidator()
+        let id = validator.clientID(request.categoryID, field: "category_id")
+        let name = validator.name(request.name, field: "name", maximumLength: HabitRules.maximumCategoryNameLength)
+        try validator.check()
+        let user = try await caller()
+        return try await store.createCategory(user: user.id, id: id, name: name, now: clock.now).proto
+    }
+
+    func renameCategory(
+        request: Habitflow_Habits_V1_RenameCategoryRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_Category {
+        var validator = RequestValidator()
+        let id = validator.id(request.categoryID, field: "category_id")
+        let name = validator.name(request.name, field: "name", maximumLength: HabitRules.maximumCategoryNameLength)
+        try validator.check()
+        let user = try await caller()
+        return try await store.renameCategory(user: user.id, id: id, name: name, now: clock.now).proto
+    }
+
+    func reorderCategories(
+        request: Habitflow_Habits_V1_ReorderCategoriesRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_ListCategoriesResponse {
+        var validator = RequestValidator()
+        let ids = validator.ids(request.categoryIds, field: "category_ids", maximum: HabitRules.maximumCategories)
+        try validator.check()
+        let user = try await caller()
+        let categories = try await store.reorderCategories(user: user.id, ids: ids, now: clock.now)
+        return .with { $0.categories = categories.map(\.proto) }
+    }
+
+    func deleteCategory(
+        request: Habitflow_Habits_V1_DeleteCategoryRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_Category {
+        var validator = RequestValidator()
+        let id = validator.id(request.categoryID, field: "category_id")
+        try validator.check()
+        let user = try await caller()
+        return try await store.deleteCategory(user: user.id, id: id, now: clock.now).proto
+    }
+
+    // MARK: - Habits
+
+    func createHabit(
+        request: Habitflow_Habits_V1_CreateHabitRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_Habit {
+        var validator = RequestValidator()
+        let id = validator.clientID(request.habitID, field: "habit_id")
+        let name = validator.name(request.name, field: "name", maximumLength: HabitRules.maximumHabitNameLength)
+        let categoryID = validator.optionalID(request.categoryID, field: "category_id")
+        let target = request.hasWeeklyTarget
+            ? validator.weeklyTarget(request.weeklyTarget, field: "weekly_target") : HabitRules.defaultWeeklyTarget
+        let unit = validator.unit(request.unit, field: "unit")
+        try validator.check()
+        let user = try await caller()
+        return try await store.createHabit(
+            user: user.id, id: id, name: name, categoryID: categoryID, weeklyTarget: target, unit: unit,
+            today: clock.today(in: user.zone), now: clock.now
+        ).proto
+    }
+
+    func getHabit(
+        request: Habitflow_Habits_V1_GetHabitRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_Habit {
+        var validator = RequestValidator()
+        let id = validator.id(request.habitID, field: "habit_id")
+        try validator.check()
+        let user = try await caller()
+        guard let habit = try await store.habit(user: user.id, id: id) else { throw HabitsErrors.habitNotFound(id) }
+        return habit.proto
+    }
+
+    func listHabits(
+        request: Habitflow_Habits_V1_ListHabitsRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_ListHabitsResponse {
+        var validator = RequestValidator()
+        let pageSize = validator.pageSize(
+            request.pageSize, defaultSize: Self.habitPageSizes.defaultSize, maximum: Self.habitPageSizes.maximum)
+        let kind = request.showDeleted ? "habits+deleted" : "habits"
+        var createdAfter: Int64 = 0
+        if let token = validator.pageToken(request.pageToken, kind: kind, fieldCount: 1) {
+            if let sequence = Int64(token[0]) {
+                createdAfter = sequence
+            } else {
+                validator.reject("page_token", "is not a token this list returned")
+            }
+        }
+        try validator.check()
+        let user = try await caller()
+        let habits = try await store.habits(
+            user: user.id, includeDeleted: request.showDeleted, createdAfter: createdAfter, limit: pageSize + 1)
+        return .with {
+            let page = habits.prefix(pageSize)
+            $0.habits = page.map(\.proto)
+            if habits.count > pageSize, let last = page.last {
+                $0.nextPageToken = PageToken.encode(kind: kind, [String(last.createdSequence)])
+            }
+        }
+    }
+
+    func updateHabit(
+        request: Habitflow_Habits_V1_UpdateHabitRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_Habit {
+        var validator = RequestValidator()
+        let habit = request.habit
+        let id = validator.id(habit.id, field: "habit.id")
+        // No mask: every updatable field the request sets (AIP-134).
+        var paths = request.updateMask.paths
+        if !request.hasUpdateMask {
+            if !habit.name.isEmpty { paths.append("name") }
+            if !habit.categoryID.isEmpty { paths.append("category_id") }
+            if habit.weeklyTarget != 0 { paths.append("weekly_target") }
+            if !habit.unit.isEmpty { paths.append("unit") }
+        }
+        var changes = HabitChanges()
+        for path in paths {
+            switch path {
+            case "name":
+                changes.name = validator.name(
+                    habit.name, field: "habit.name", maximumLength: HabitRules.maximumHabitNameLength)
+            case "category_id":
+                changes.categoryID = .some(validator.optionalID(habit.categoryID, field: "habit.category_id"))
+            case "weekly_target":
+                changes.weeklyTarget = validator.weeklyTarget(habit.weeklyTarget, field: "habit.weekly_target")
+            case "unit":
+                changes.unit = .some(validator.unit(habit.unit, field: "habit.unit"))
+            default:
+                validator.reject("update_mask", "cannot update \"\(path)\"; updatable: name, category_id, weekly_target, unit")
+            }
+        }
+        if paths.isEmpty { validator.reject("update_mask", "names no field to update") }
+        try validator.check()
+        let user = try await caller()
+        return try await store.updateHabit(
+            user: user.id, id: id, changes: changes, today: clock.today(in: user.zone), now: clock.now
+        ).proto
+    }
+
+    func deleteHabit(
+        request: Habitflow_Habits_V1_DeleteHabitRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_Habit {
+        var validator = RequestValidator()
+        let id = validator.id(request.habitID, field: "habit_id")
+        try validator.check()
+        let user = try await caller()
+        return try await store.deleteHabit(user: user.id, id: id, today: clock.today(in: user.zone), now: clock.now).proto
+    }
+
+    // MARK: - Entries
+
+    func markHabitDone(
+        request: Habitflow_Habits_V1_MarkHabitDoneRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_Entry {
+        var validator = RequestValidator()
+        let habitID = validator.id(request.habitID, field: "habit_id")
+        let entryID = validator.clientID(request.entryID, field: "entry_id")
+        let date = request.hasDate ? validator.date(request.date, field: "date") : nil
+        let value = request.hasValue ? validator.entryValue(request.value, field: "value") : 1
+        try validator.check()
+        let user = try await caller()
+        let day = try self.day(date, user: user)
+        return try await store.markDone(
+            user: user.id, habit: habitID, entry: entryID, date: day, value: value, now: clock.now
+        ).proto
+    }
+
+    func markHabitNotDone(
+        request: Habitflow_Habits_V1_MarkHabitNotDoneRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_MarkHabitNotDoneResponse {
+        var validator = RequestValidator()
+        let habitID = validator.id(request.habitID, field: "habit_id")
+        let date = request.hasDate ? validator.date(request.date, field: "date") : nil
+        try validator.check()
+        let user = try await caller()
+        let day = try self.day(date, user: user)
+        let removed = try await store.markNotDone(user: user.id, habit: habitID, date: day, now: clock.now)
+        return .with { $0.removedEntries = Int32(removed) }
+    }
+
+    /// The day a check-in is for: the given one, which must not be after the user's today, or today.
+    private func day(_ date: LocalDate?, user: (id: UUID, zone: UserTimeZone)) throws -> LocalDate {
+        let today = clock.today(in: user.zone)
+        guard let date else { return today }
+        guard date <= today else {
+            throw RPCError.invalidArgument(
+                field: "date", "must not be after the user's today (\(today) in \(user.zone.name)), got \(date)")
+        }
+        return date
+    }
+
+    func listEntries(
+        request: Habitflow_Habits_V1_ListEntriesRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_ListEntriesResponse {
+        var validator = RequestValidator()
+        let habitID = validator.optionalID(request.habitID, field: "habit_id")
+        let first = validator.requiredDate(request.startDate, isSet: request.hasStartDate, field: "start_date")
+        let last = validator.requiredDate(request.endDate, isSet: request.hasEndDate, field: "end_date")
+        validator.range(first, last, field: "end_date")
+        let pageSize = validator.pageSize(
+            request.pageSize, defaultSize: Self.entryPageSizes.defaultSize, maximum: Self.entryPageSizes.maximum)
+        var position: EntryPagePosition?
+        if let token = validator.pageToken(request.pageToken, kind: "entries", fieldCount: 2) {
+            if let days = Int(token[0]), let id = UUID(uuidString: token[1]) {
+                position = EntryPagePosition(date: LocalDate(daysSinceEpoch: days), id: id)
+            } else {
+                validator.reject("page_token", "is not a token this list returned")
+            }
+        }
+        try validator.check()
+        let user = try await caller()
+        if let habitID, try await store.habit(user: user.id, id: habitID) == nil {
+            throw HabitsErrors.habitNotFound(habitID)
+        }
+        let entries = try await store.entries(
+            user: user.id, habit: habitID, from: first, through: last, after: position, limit: pageSize + 1)
+        return .with {
+            let page = entries.prefix(pageSize)
+            $0.entries = page.map(\.proto)
+            if entries.count > pageSize, let last = page.last {
+                $0.nextPageToken = PageToken.encode(
+                    kind: "entries", [String(last.date.daysSinceEpoch), last.id.apiString])
+            }
+        }
+    }
+
+    // MARK: - Weeks
+
+    func getWeek(
+        request: Habitflow_Habits_V1_GetWeekRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_WeekView {
+        var validator = RequestValidator()
+        let requested = request.hasWeek ? validator.week(request.week, field: "week") : nil
+        try validator.check()
+        let userID = try CallerIdentity.requireUser()
+        let now = clock.now
+        let (week, data) = try await store.weekViewData(user: userID, now: now) { zone in
+            let current = IsoWeek(containing: zone.localDate(at: now))
+            let week = requested ?? current
+            try requireNotAfter(week, current, field: "week")
+            return week
+        }
+        return WeekViewBuilder(week: week, today: data.zone.localDate(at: now), data: data).view
+    }
+
+    func getScoreHistory(
+        request: Habitflow_Habits_V1_GetScoreHistoryRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_GetScoreHistoryResponse {
+        var validator = RequestValidator()
+        let requestedEnd = request.hasEndWeek ? validator.week(request.endWeek, field: "end_week") : nil
+        let requestedStart = request.hasStartWeek ? validator.week(request.startWeek, field: "start_week") : nil
+        try validator.check()
+        let user = try await caller()
+        let current = IsoWeek(containing: clock.today(in: user.zone))
+        let last = requestedEnd ?? current
+        let first = requestedStart ?? last.adding(weeks: 1 - Self.defaultHistoryWeeks)
+        try requireNotAfter(last, current, field: "end_week")
+        guard first <= last else {
+            throw RPCError.invalidArgument(field: "start_week", "must not be after end_week (\(last)), got \(first)")
+        }
+        guard first.weeks(until: last) < Self.maximumHistoryWeeks else {
+            throw RPCError.invalidArgument(field: "start_week", "the range must span at most \(Self.maximumHistoryWeeks) weeks")
+        }
+
+        let habits = try await store.habits(of: [user.id], liveBetween: first, and: last)[user.id] ?? []
+        var completions: [IsoWeek: [UUID: Int]] = [:]
+        if !habits.isEmpty {
+            for total in try await store.weekTotals(
+                user: user.id, habits: habits.map(\.id), from: first.monday, through: last.sunday)
+            {
+                completions[total.week, default: [:]][total.habitID] = total.count
+            }
+        }
+        return .with {
+            $0.weeks = (0...first.weeks(until: last)).map { offset in
+                let week = first.adding(weeks: offset)
+                let score = WeeklyScore(WeekTallies.tallies(of: habits, in: week, completions: completions[week] ?? [:]))
+                return .with {
+                    $0.week = week.proto
+                    $0.weekName = week.description
+                    $0.startDate = week.monday.proto
+                    $0.score = score.proto
+                }
+            }
+        }
+    }
+
+    private func requireNotAfter(_ week: IsoWeek, _ current: IsoWeek, field: String) throws {
+        guard week <= current else {
+            throw RPCError.invalidArgument(field: field, "must not be after the current week (\(current)), got \(week)")
+        }
+    }
+
+    // MARK: - Sync
+
+    func listChanges(
+        request: Habitflow_Habits_V1_ListChangesRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_ListChangesResponse {
+        var validator = RequestValidator()
+        let pageSize = validator.pageSize(
+            request.pageSize, defaultSize: Self.changePageSizes.defaultSize, maximum: Self.changePageSizes.maximum)
+        var cursor = ChangeCursor.beginning
+        if let token = validator.pageToken(request.cursor, kind: "changes", fieldCount: 3, field: "cursor") {
+            if let sequence = Int64(token[0]), let kindValue = Int(token[1]),
+                let kind = ChangeCursor.Kind(rawValue: kindValue), let id = UUID(uuidString: token[2])
+            {
+                cursor = ChangeCursor(sequence: sequence, kind: kind, id: id)
+            } else {
+                validator.reject("cursor", "is not a cursor ListChanges returned")
+            }
+        }
+        try validator.check()
+        let user = try await caller()
+        let (changes, hasMore) = try await store.changes(user: user.id, after: cursor, limit: pageSize)
+        let next = changes.last?.cursor ?? cursor
+        return .with {
+            $0.changes = changes.map(\.proto)
+            $0.nextCursor = PageToken.encode(
+                kind: "changes", [String(next.sequence), String(next.kind.rawValue), next.id.apiString])
+            $0.hasMore_p = hasMore
+        }
+    }
+}

@@ -1,0 +1,86 @@
+internal import Foundation
+internal import HabitFlowEvents
+internal import HabitFlowOutbox
+internal import HabitFlowPostgres
+internal import Logging
+internal import SwiftProtobuf
+
+/// Applies auth's account events (each exactly once: ``EventSubscriberService`` records them in the same
+/// transaction): `UserCreated` creates the user with the default categories and their time zone, `UserUpdated`
+/// changes the zone (past entries keep their dates), `UserDeleted` removes everything of the user.
+///
+/// An event that can never apply (a malformed payload, an unknown zone) is logged and acknowledged: throwing would
+/// make the publisher retry it forever and hold back the user's later events.
+struct UserEvents {
+    static let consumer = "habits"
+
+    let store: HabitsStore
+    let clock: UserClock
+    let logger: Logger
+
+    func apply(_ envelope: Habitflow_Events_V1_EventEnvelope, _ transaction: PostgresTransaction) async throws {
+        switch envelope.type {
+        case Habitflow_Events_V1_UserCreated.protoMessageName:
+            guard let event = decode(Habitflow_Events_V1_UserCreated.self, envelope),
+                let userID = userID(event.userID, envelope)
+            else { return }
+            let changedAt = event.hasCreatedAt ? event.createdAt.date : envelope.occurredAt.date
+            try await store.createUserIfMissing(
+                transaction, user: userID, zone: zone(event.timeZone, envelope), zoneChangedAt: changedAt, now: clock.now)
+        case Habitflow_Events_V1_UserUpdated.protoMessageName:
+            guard let event = decode(Habitflow_Events_V1_UserUpdated.self, envelope),
+                let userID = userID(event.userID, envelope)
+            else { return }
+            // An update without a zone (a username change) leaves the zone alone.
+            guard !event.timeZone.isEmpty, let zone = zone(event.timeZone, envelope) else { return }
+            let changedAt = event.hasUpdatedAt ? event.updatedAt.date : envelope.occurredAt.date
+            try await store.createUserIfMissing(
+                transaction, user: userID, zone: zone, zoneChangedAt: changedAt, now: clock.now)
+        case Habitflow_Events_V1_UserDeleted.protoMessageName:
+            guard let event = decode(Habitflow_Events_V1_UserDeleted.self, envelope),
+                let userID = userID(event.userID, envelope)
+            else { return }
+            try await store.purgeUser(transaction, user: userID)
+        default:
+            // Events of other types are not ours to apply.
+            break
+        }
+    }
+
+    private func decode<Event: SwiftProtobuf.Message>(
+        _ type: Event.Type, _ envelope: Habitflow_Events_V1_EventEnvelope
+    ) -> Event? {
+        do {
+            return try Event(serializedBytes: envelope.payload)
+        } catch {
+            skip(envelope, because: "the payload is not a \(Event.protoMessageName)")
+            return nil
+        }
+    }
+
+    private func userID(_ text: String, _ envelope: Habitflow_Events_V1_EventEnvelope) -> UUID? {
+        guard let id = UUID(uuidString: text) else {
+            skip(envelope, because: "user_id is not a UUID")
+            return nil
+        }
+        return id
+    }
+
+    private func zone(_ name: String, _ envelope: Habitflow_Events_V1_EventEnvelope) -> UserTimeZone? {
+        guard let zone = UserTimeZone(named: name) else {
+            if !name.isEmpty {
+                logger.warning(
+                    "ignoring an unknown time zone in an account event",
+                    metadata: ["event": "\(envelope.id)", "zone": "\(name)"])
+            }
+            return nil
+        }
+        return zone
+    }
+
+    private func skip(_ envelope: Habitflow_Events_V1_EventEnvelope, because reason: String) {
+        logger.error(
+            "skipping an account event that cannot apply",
+            metadata: ["event": "\(envelope.id)", "type": "\(envelope.type)", "reason": "\(reason)"])
+    }
+}

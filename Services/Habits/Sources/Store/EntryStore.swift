@@ -1,0 +1,117 @@
+public import Foundation
+public import HabitFlowPostgres
+
+/// Where a page of entries ends: the last entry's date and id.
+public struct EntryPagePosition: Sendable, Hashable {
+    public var date: LocalDate
+    public var id: UUID
+
+    public init(date: LocalDate, id: UUID) {
+        self.date = date
+        self.id = id
+    }
+}
+
+/// Entries of one habit in one ISO week.
+public struct WeekTotal: Sendable, Hashable {
+    public var habitID: UUID
+    public var week: IsoWeek
+    public var count: Int
+    public var valueSum: Decimal
+}
+
+extension HabitsStore {
+    /// Adds one entry on `date` to a live habit. With a client id that exists already, returns that entry (a retry).
+    ///
+    /// One statement (its own transaction): the user's row is locked only for the insert and the commit, which
+    /// keeps a burst of check-ins from queueing behind one another for long.
+    public func markDone(
+        user userID: UUID, habit habitID: UUID, entry entryID: UUID?, date: LocalDate, value: Decimal, now: Date
+    ) async throws -> EntryRecord {
+        let id = entryID ?? UUID()
+        let inserted = try await pool.queryRow(
+            """
+            WITH habit AS (SELECT id FROM habits WHERE user_id = \(userID) AND id = \(habitID) AND deleted_at IS NULL), \
+            sequence AS (UPDATE users SET change_seq = change_seq + 1 \
+            WHERE user_id = \(userID) AND EXISTS (SELECT FROM habit) RETURNING change_seq) \
+            INSERT INTO entries (user_id, id, habit_id, local_date, value, created_at, change_seq) \
+            SELECT \(userID), \(id), habit.id, \(date), \(value), \(now), sequence.change_seq FROM habit, sequence \
+            ON CONFLICT (user_id, id) DO NOTHING RETURNING *
+            """)
+        if let inserted { return try EntryRecord(row: inserted) }
+        if entryID != nil, let existing = try await pool.queryRow(
+            "SELECT * FROM entries WHERE user_id = \(userID) AND id = \(id)")
+        {
+            return try EntryRecord(row: existing)
+        }
+        throw try await missingHabitError(user: userID, habit: habitID)
+    }
+
+    /// Tombstones every entry of a live habit on `date`; returns how many there were.
+    public func markNotDone(user userID: UUID, habit habitID: UUID, date: LocalDate, now: Date) async throws -> Int {
+        let removed = try await pool.query(
+            """
+            WITH day AS (SELECT e.id FROM entries e JOIN habits h ON h.user_id = e.user_id AND h.id = e.habit_id \
+            WHERE e.user_id = \(userID) AND e.habit_id = \(habitID) AND e.local_date = \(date) \
+            AND e.deleted_at IS NULL AND h.deleted_at IS NULL), \
+            sequence AS (UPDATE users SET change_seq = change_seq + 1 \
+            WHERE user_id = \(userID) AND EXISTS (SELECT FROM day) RETURNING change_seq) \
+            UPDATE entries e SET deleted_at = \(now), change_seq = sequence.change_seq FROM sequence \
+            WHERE e.user_id = \(userID) AND e.id IN (SELECT id FROM day) AND e.deleted_at IS NULL RETURNING e.id
+            """
+        ).count
+        if removed > 0 { return removed }
+        guard let habit = try await habit(user: userID, id: habitID) else { throw HabitsErrors.habitNotFound(habitID) }
+        if habit.isDeleted { throw HabitsErrors.habitDeleted(habitID) }
+        return 0
+    }
+
+    /// NOT_FOUND or FAILED_PRECONDITION (deleted) for a habit a write could not use.
+    private func missingHabitError(user userID: UUID, habit habitID: UUID) async throws -> Error {
+        guard
+            let row = try await pool.queryRow(
+                "SELECT deleted_at IS NOT NULL AS deleted FROM habits WHERE user_id = \(userID) AND id = \(habitID)")
+        else { return HabitsErrors.habitNotFound(habitID) }
+        return try row.decode(0, as: Bool.self) ? HabitsErrors.habitDeleted(habitID) : HabitsErrors.habitNotFound(habitID)
+    }
+
+    /// Live entries in `first...last` (of one habit, or all), ordered by date, then id, after `position`.
+    public func entries(
+        user userID: UUID, habit habitID: UUID?, from first: LocalDate, through last: LocalDate,
+        after position: EntryPagePosition?, limit: Int
+    ) async throws -> [EntryRecord] {
+        let start = position ?? EntryPagePosition(date: first, id: UUID.min)
+        return try await pool.query(
+            """
+            SELECT * FROM entries WHERE user_id = \(userID) AND local_date BETWEEN \(first) AND \(last) \
+            AND deleted_at IS NULL AND (\(habitID as UUID?)::uuid IS NULL OR habit_id = \(habitID as UUID?)) \
+            AND (local_date, id) > (\(start.date), \(start.id)) ORDER BY local_date, id LIMIT \(limit)
+            """
+        ).map(EntryRecord.init(row:))
+    }
+
+    /// Live entries of some habits in `first...last`, counted and summed per habit and ISO week.
+    public func weekTotals(
+        user userID: UUID, habits habitIDs: [UUID], from first: LocalDate, through last: LocalDate
+    ) async throws -> [WeekTotal] {
+        try await pool.query(
+            """
+            SELECT habit_id, local_date - (extract(isodow FROM local_date)::integer - 1) AS monday, count(*), sum(value) \
+            FROM entries WHERE user_id = \(userID) AND habit_id = ANY(\(habitIDs)) \
+            AND local_date BETWEEN \(first) AND \(last) AND deleted_at IS NULL \
+            GROUP BY habit_id, monday ORDER BY habit_id, monday
+            """
+        ).map { row in
+            WeekTotal(
+                habitID: try row.decode(0), week: IsoWeek(containing: try row.decode(1)),
+                count: Int(try row.decode(2, as: Int64.self)), valueSum: try row.decode(3))
+        }
+    }
+
+    /// Which of `habitIDs` the user has (deleted ones included).
+    public func existingHabitIDs(user userID: UUID, among habitIDs: [UUID]) async throws -> Set<UUID> {
+        Set(
+            try await pool.query("SELECT id FROM habits WHERE user_id = \(userID) AND id = ANY(\(habitIDs))")
+                .map { try $0.decode(0, as: UUID.self) })
+    }
+}

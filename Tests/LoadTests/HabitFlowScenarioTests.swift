@@ -1,0 +1,195 @@
+import Foundation
+import HabitFlowAuth
+import HabitFlowGateway
+import HabitFlowHabits
+import HabitFlowHabitsProtos
+import HabitFlowLoad
+import HabitFlowRPC
+import HabitFlowRPCClient
+import HabitFlowServiceKit
+import HabitFlowTestSupport
+import Logging
+import Testing
+
+/// The real auth and habits services (ServiceHost, port 0, the test Postgres), which the HabitFlow scenarios call
+/// directly with the internal credential, as the gateway would.
+struct ServiceStack {
+    static let secret = "load-tests-internal-secret"
+    let auth: ServiceHost
+    let habits: ServiceHost
+    /// In front of both when asked for.
+    let gateway: Gateway?
+
+    static func start(withGateway: Bool = false) async throws -> ServiceStack {
+        var habitsConfiguration = ServiceConfiguration(
+            service: "habits", port: 0, databaseURL: try TestEnvironment.serviceURL("habits"),
+            sqlDirectory: TestEnvironment.sqlRoot, internalSecret: secret)
+        habitsConfiguration.metricsPort = nil
+        habitsConfiguration.logLevel = .error
+        let habits = try await ServiceHost.start(
+            HabitsServiceDefinition.make(), configuration: habitsConfiguration, logger: quietLogger)
+
+        var settings = AuthSettings(keyEncryptionKey: Array(repeating: 7, count: 32))
+        settings.bcryptCost = 4
+        settings.maintenanceInterval = nil
+        var authConfiguration = ServiceConfiguration(
+            service: "auth", port: 0, databaseURL: try TestEnvironment.serviceURL("auth"),
+            sqlDirectory: TestEnvironment.sqlRoot, internalSecret: secret)
+        authConfiguration.metricsPort = nil
+        authConfiguration.logLevel = .error
+        // Auth's account events go to habits; goals and social are not running, so theirs go there too (habits
+        // applies each event once and acknowledges repeats).
+        for subscriber in ["habits", "goals", "social"] {
+            authConfiguration.serviceAddresses[subscriber] = [.init(host: "127.0.0.1", port: habits.port)]
+        }
+        do {
+            let auth = try await ServiceHost.start(
+                AuthService.definition(settings: settings), configuration: authConfiguration, logger: quietLogger)
+            guard withGateway else { return ServiceStack(auth: auth, habits: habits, gateway: nil) }
+            var gatewayService = ServiceConfiguration(
+                service: "gateway", port: 0, databaseURL: nil, sqlDirectory: TestEnvironment.sqlRoot,
+                internalSecret: secret)
+            gatewayService.metricsPort = nil
+            gatewayService.logLevel = .error
+            for (name, port) in [("auth", auth.port), ("habits", habits.port)] {
+                gatewayService.serviceAddresses[name] = [.init(host: "127.0.0.1", port: port)]
+            }
+            var configuration = GatewayConfiguration(service: gatewayService)
+            // One test client address for every virtual user.
+            configuration.addressRateLimit = .init(perSecond: 100_000, burst: 100_000)
+            do {
+                let gateway = try await Gateway.start(configuration: configuration, logger: quietLogger)
+                return ServiceStack(auth: auth, habits: habits, gateway: gateway)
+            } catch {
+                await auth.shutdown()
+                throw error
+            }
+        } catch {
+            await habits.shutdown()
+            throw error
+        }
+    }
+
+    var directArguments: [String] {
+        [
+            "--direct-auth", "127.0.0.1:\(auth.port)", "--direct-habits", "127.0.0.1:\(habits.port)",
+            "--internal-secret", Self.secret,
+        ]
+    }
+
+    func stop() async {
+        await gateway?.shutdown()
+        await auth.shutdown()
+        await habits.shutdown()
+    }
+}
+
+/// A short run of each HabitFlow scenario against the real services: zero errors and a complete report.
+@Suite struct HabitFlowScenarioTests {
+    @Test(arguments: ["mixed", "read-heavy", "write-heavy"])
+    func scenarioRunsWithoutErrors(scenario: String) async throws {
+        let stack = try await ServiceStack.start()
+        let json = temporaryPath("\(scenario).json")
+        defer { try? FileManager.default.removeItem(atPath: json) }
+        let (status, output) = await runCommand(
+            ["run", "--scenario", scenario, "--users", "3", "--connections", "2", "--requests", "150", "--quiet",
+             "--json", json, "--max-error-rate", "0"] + stack.directArguments)
+        await stack.stop()
+        #expect(status == 0, "\(output.diagnostics)\n\(output.standard)")
+        #expect(output.diagnostics.contains("prepared 3 users"))
+        let report = try LoadReport.decode(Data(contentsOf: URL(fileURLWithPath: json)))
+        #expect(report.requests == 150 && report.failed == 0, "\(report.errorsByCode)")
+        #expect(report.settings.scenario == scenario)
+        // Every operation of the mix ran (150 draws leave none of these weights out).
+        let ran = report.operations.filter { $0.succeeded > 0 }.map(\.name)
+        #expect(ran.count == report.operations.count, "ran \(ran)")
+        #expect(report.latencyMs.p99 > 0)
+    }
+
+    @Test func mixedScenarioThroughTheGatewayWithBearerTokens() async throws {
+        let stack = try await ServiceStack.start(withGateway: true)
+        let gatewayPort = try #require(stack.gateway?.port)
+        let json = temporaryPath("gateway.json")
+        defer { try? FileManager.default.removeItem(atPath: json) }
+        let (status, output) = await runCommand([
+            "run", "--scenario", "mixed", "--target", "127.0.0.1:\(gatewayPort)", "--users", "3", "--requests", "150",
+            "--quiet", "--json", json, "--max-error-rate", "0",
+        ])
+        await stack.stop()
+        #expect(status == 0, "\(output.diagnostics)\n\(output.standard)")
+        let report = try LoadReport.decode(Data(contentsOf: URL(fileURLWithPath: json)))
+        #expect(report.requests == 150 && report.failed == 0, "\(report.errorsByCode)")
+        #expect(report.operations.first { $0.name == "dashboard" }.map { $0.succeeded > 0 } == true)
+        #expect(report.operations.allSatisfy { $0.succeeded > 0 }, "\(report.operations.map { ($0.name, $0.succeeded) })")
+    }
+
+    @Test func seedWritesHistoryAndARunResumesTheSeededAccounts() async throws {
+        let stack = try await ServiceStack.start()
+        let accounts = temporaryPath("accounts.jsonl")
+        let figures = temporaryPath("seed.json")
+        defer {
+            try? FileManager.default.removeItem(atPath: accounts)
+            try? FileManager.default.removeItem(atPath: figures)
+        }
+        let (status, output) = await runCommand(
+            ["seed", "--users", "3", "--habits", "2", "--days", "10", "--done-ratio", "0.5", "--concurrency", "8",
+             "--connections", "2", "--accounts", accounts, "--json", figures] + stack.directArguments)
+        #expect(status == 0, "\(output.diagnostics)")
+        #expect(output.standard.contains("accounts: 3 with 6 habits"))
+        var plan = SeedPlan()
+        plan.users = 3
+        plan.habitsPerUser = 2
+        plan.days = 10
+        plan.doneRatio = 0.5
+        let expected = plan.entryCount
+        #expect(expected > 0 && expected < 60)
+        let written = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: figures))) as? [String: Double])
+        #expect(written["entries"] == Double(expected))
+        #expect(written["failed"] == 0)
+
+        // The entries are in the habits service: count them back per user and habit.
+        let seeded = try SeededAccountsFile.read(accounts)
+        #expect(seeded.count == 3)
+        let channel = try RPCChannel(
+            configuration: RPCChannelConfiguration(host: "127.0.0.1", port: stack.habits.port),
+            interceptors: [
+                InternalCredentialClientInterceptor(credential: InternalCredential(secret: ServiceStack.secret), caller: "gateway")
+            ], logger: quietLogger)
+        let habits = Habitflow_Habits_V1_HabitsService.Client(transport: channel)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = try #require(TimeZone(identifier: "UTC"))
+        func date(_ daysAgo: Int) -> Habitflow_Habits_V1_LocalDate {
+            let parts = calendar.dateComponents([.year, .month, .day], from: Date().addingTimeInterval(-86_400 * Double(daysAgo)))
+            return .with { $0.year = Int32(parts.year ?? 0); $0.month = Int32(parts.month ?? 0); $0.day = Int32(parts.day ?? 0) }
+        }
+        var counted = 0
+        for account in seeded {
+            let options = CallOptions.onBehalf(of: try #require(UUID(uuidString: account.userID)))
+            let list = try await habits.listHabits(Habitflow_Habits_V1_ListHabitsRequest(), options: options)
+            #expect(list.habits.count == 2)
+            for habit in list.habits {
+                let entries = try await habits.listEntries(
+                    .with {
+                        $0.habitID = habit.id
+                        $0.startDate = date(9)
+                        $0.endDate = date(0)
+                        $0.pageSize = 100
+                    }, options: options)
+                counted += entries.entries.count
+            }
+        }
+        await channel.close()
+        #expect(counted == expected)
+
+        // A run resumes each account with its saved refresh token and saves the rotated one back.
+        let (runStatus, run) = await runCommand(
+            ["run", "--scenario", "read-heavy", "--accounts", accounts, "--users", "3", "--requests", "30", "--quiet"]
+                + stack.directArguments)
+        await stack.stop()
+        #expect(runStatus == 0, "\(run.diagnostics)")
+        let resumed = try SeededAccountsFile.read(accounts)
+        #expect(resumed.map(\.email) == seeded.map(\.email))
+        #expect(zip(seeded, resumed).allSatisfy { $0.refreshToken != $1.refreshToken && $1.refreshToken != nil })
+    }
+}

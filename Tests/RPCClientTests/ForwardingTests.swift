@@ -1,0 +1,271 @@
+import Foundation
+import GRPCInteropTesting
+import HabitFlowGRPCProtos
+import HabitFlowRPC
+import HabitFlowRPCClient
+import HabitFlowRPCServer
+import HabitFlowTestSupport
+import NIOCore
+import SwiftProtobuf
+import Testing
+
+/// A proxy server that forwards grpc.testing.TestService and the probe service to a backend, and a client channel
+/// to the proxy: the transparent forwarding a gateway is built on.
+private struct ProxiedBackend {
+    let backend: RPCServer
+    let probe: ServerProbe
+    let proxy: RPCServer
+    let backendChannel: RPCChannel
+    let client: RPCChannel
+    /// What the prepare hook saw, one entry per forwarded call.
+    let prepared: Shared<[String]>
+
+    static let probeSchema = ServiceSchema(
+        name: "test.ClientProbe",
+        methods: [
+            MethodSchema(descriptor: ProbeService.sleep, kind: .unary),
+            MethodSchema(descriptor: ProbeService.fail, kind: .unary),
+            MethodSchema(descriptor: ProbeService.metadata, kind: .unary, idempotency: .noSideEffects),
+            MethodSchema(descriptor: ProbeService.unavailable, kind: .unary),
+            MethodSchema(descriptor: ProbeService.headersFirst, kind: .serverStreaming),
+        ])
+
+    static func start(
+        configureBackend: (inout RPCServerConfiguration) -> Void = { _ in }
+    ) async throws -> ProxiedBackend {
+        let probe = ServerProbe()
+        let backend = try await startServer(probe: probe, configure: configureBackend)
+        let backendChannel = try makeChannel(ports: [backend.port])
+        let testService = try ServiceSchema.load(
+            Grpc_Testing_TestService.name, fromDescriptorSets: [GRPCInteropTestingDescriptorSet.base64])
+        let prepared = Shared<[String]>([])
+        let prepare: ForwardingService.PrepareCall = { method, _, options in
+            prepared.update { $0.append(method.descriptor.method) }
+            options.metadata.removeAll("authorization")
+            options.metadata.add("x-forwarded-by", "proxy")
+        }
+        var configuration = RPCServerConfiguration(host: "127.0.0.1", port: 0)
+        configuration.maxReceiveMessageSize = 16 << 20
+        let proxy = RPCServer(
+            configuration: configuration,
+            services: [
+                ForwardingService(schema: testService, transport: backendChannel, prepare: prepare),
+                ForwardingService(schema: probeSchema, transport: backendChannel, prepare: prepare),
+            ],
+            logger: quietLogger)
+        try await proxy.start()
+        return ProxiedBackend(
+            backend: backend, probe: probe, proxy: proxy, backendChannel: backendChannel,
+            client: try makeChannel(ports: [proxy.port]), prepared: prepared)
+    }
+
+    func stop() async {
+        await client.close()
+        await proxy.shutdown()
+        await backendChannel.close()
+        await backend.shutdown()
+    }
+}
+
+@Suite struct ForwardingTests {
+    @Test func schemaFromDescriptorSet() throws {
+        let schema = try ServiceSchema.load(
+            Grpc_Testing_TestService.name, fromDescriptorSets: [GRPCInteropTestingDescriptorSet.base64])
+        let kinds = Dictionary(uniqueKeysWithValues: schema.methods.map { ($0.descriptor.method, $0.kind) })
+        #expect(schema.methods.map(\.descriptor) == Grpc_Testing_TestService.Method.all)
+        #expect(kinds["UnaryCall"] == .unary)
+        #expect(kinds["StreamingOutputCall"] == .serverStreaming)
+        #expect(kinds["StreamingInputCall"] == .clientStreaming)
+        #expect(kinds["FullDuplexCall"] == .bidirectionalStreaming)
+        #expect(throws: RPCError.self) {
+            try ServiceSchema.load("grpc.testing.Nope", fromDescriptorSets: [GRPCInteropTestingDescriptorSet.base64])
+        }
+    }
+
+    @Test func allFourKindsPassThrough() async throws {
+        let proxied = try await ProxiedBackend.start()
+        let client = Grpc_Testing_TestService.Client(transport: proxied.client)
+
+        try await exerciseAllFourKinds(client)
+        #expect(
+            proxied.prepared.value == ["UnaryCall", "EmptyCall", "StreamingOutputCall", "StreamingInputCall", "FullDuplexCall"])
+        await proxied.stop()
+    }
+
+    @Test func metadataBothWaysWithoutHopByHopFields() async throws {
+        let proxied = try await ProxiedBackend.start()
+        let client = Grpc_Testing_TestService.Client(transport: proxied.client)
+        var options = CallOptions()
+        options.metadata.add("x-grpc-test-echo-initial", "test_initial_metadata_value")
+        options.metadata.add("x-grpc-test-echo-trailing-bin", binary: [0xab, 0xab, 0xab])
+        let unary = try await client.unaryCallWithMetadata(.with { $0.responseSize = 10 }, options: options)
+        #expect(unary.initialMetadata["x-grpc-test-echo-initial"] == "test_initial_metadata_value")
+        #expect(unary.trailers.binary("x-grpc-test-echo-trailing-bin") == [0xab, 0xab, 0xab])
+
+        let (requests, continuation) = requestStream(of: Grpc_Testing_StreamingOutputCallRequest.self)
+        let stream = try await client.fullDuplexCall(requests: requests, options: options)
+        continuation.yield(.with { $0.responseParameters = [.with { $0.size = 5 }] })
+        #expect(try await stream.initialMetadata()["x-grpc-test-echo-initial"] == "test_initial_metadata_value")
+        continuation.finish()
+        var count = 0
+        for try await _ in stream { count += 1 }
+        #expect(count == 1)
+        #expect(stream.trailers.binary("x-grpc-test-echo-trailing-bin") == [0xab, 0xab, 0xab])
+
+        // A backend that sends its headers long before its first message: they come through at once.
+        let started = ContinuousClock.now
+        let early = try await proxied.client.serverStreaming(
+            ProbeService.headersFirst, Google_Protobuf_Int64Value(2_000), options: CallOptions(),
+            responseType: Google_Protobuf_Empty.self)
+        #expect(try await early.initialMetadata()["x-probe"] == "early")
+        #expect(ContinuousClock.now - started < .milliseconds(1_500))
+        early.cancel()
+
+        // The prepare hook shapes the outgoing call; the trace continues in a child span.
+        let trace = TraceContext.newRoot()
+        var probeOptions = CallOptions()
+        probeOptions.metadata.add("authorization", "Bearer client-token")
+        probeOptions.metadata.add("x-user", "42")
+        probeOptions.metadata.add(TraceContext.headerName, trace.traceparent)
+        let seen = try await proxied.client.unary(
+            ProbeService.metadata, Google_Protobuf_Empty(), options: probeOptions,
+            responseType: Google_Protobuf_StringValue.self
+        ).message.value
+        let fields = Dictionary(
+            uniqueKeysWithValues: seen.split(separator: ";").map { entry in
+                let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                return (String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
+            })
+        #expect(fields["authorization"] == "")
+        #expect(fields["x-user"] == "42")
+        let forwardedTrace = try #require(fields["traceparent"].flatMap(TraceContext.init(traceparent:)))
+        #expect(forwardedTrace.traceID == trace.traceID)
+        #expect(forwardedTrace.parentID != trace.parentID)
+        await proxied.stop()
+    }
+
+    @Test func statusDetailsAndTrailersUnchanged() async throws {
+        let proxied = try await ProxiedBackend.start()
+        func failure(through channel: RPCChannel) async -> RPCError? {
+            do {
+                _ = try await channel.unary(
+                    ProbeService.fail, Google_Protobuf_Empty(), options: CallOptions(),
+                    responseType: Google_Protobuf_Empty.self)
+                return nil
+            } catch {
+                return error as? RPCError
+            }
+        }
+        let direct = try #require(await failure(through: proxied.backendChannel))
+        let forwarded = try #require(await failure(through: proxied.client))
+        #expect(forwarded == direct)
+        #expect(forwarded.code == .invalidArgument)
+        #expect(forwarded.message == "name: must not be empty ☹\tnew\nline")
+        #expect(forwarded.fieldViolations == [FieldViolation(field: "name", description: "must not be empty")])
+        // grpc-status-details-bin byte for byte.
+        #expect(forwarded.receivedStatusDetails != nil)
+        #expect(forwarded.receivedStatusDetails == direct.receivedStatusDetails)
+
+        // An error after streamed messages: the messages, then the backend's status.
+        let client = Grpc_Testing_TestService.Client(transport: proxied.client)
+        let (requests, continuation) = requestStream(of: Grpc_Testing_StreamingOutputCallRequest.self)
+        let stream = try await client.fullDuplexCall(requests: requests)
+        continuation.yield(.with { $0.responseParameters = [.with { $0.size = 3 }] })
+        continuation.yield(.with { $0.responseStatus = .with { $0.code = 9; $0.message = "echoed \t status ✓" } })
+        continuation.finish()
+        var messages = 0
+        let error = await #expect(throws: RPCError.self) {
+            for try await _ in stream { messages += 1 }
+        }
+        #expect(messages == 1)
+        #expect(error?.code == .failedPrecondition)
+        #expect(error?.message == "echoed \t status ✓")
+
+        // A method the backend does not implement.
+        let unimplemented = await #expect(throws: RPCError.self) { try await client.unimplementedCall(.init()) }
+        #expect(unimplemented?.code == .unimplemented)
+        await proxied.stop()
+    }
+
+    @Test func compressedResponsesStayCompressed() async throws {
+        let proxied = try await ProxiedBackend.start()
+        let request = Grpc_Testing_StreamingOutputCallRequest.with {
+            $0.responseParameters = [
+                .with { $0.size = 4096; $0.compressed = .with { $0.value = true } },
+                .with { $0.size = 4096; $0.compressed = .with { $0.value = false } },
+            ]
+        }
+        let call = try await proxied.client.startCall(
+            Grpc_Testing_TestService.Method.streamingOutputCall, options: CallOptions(),
+            singleRequest: ByteBuffer(bytes: try request.serializedBytes() as [UInt8]))
+        var flags: [Bool] = []
+        while let message = try await call.nextReceivedMessage() {
+            flags.append(message.wasCompressed)
+            let decoded = try Grpc_Testing_StreamingOutputCallResponse(serializedBytes: Array(buffer: message.payload))
+            #expect(decoded.payload.body.count == 4096)
+        }
+        #expect(flags == [true, false])
+        await proxied.stop()
+    }
+
+    @Test func deadlineIsTheRemainingBudget() async throws {
+        let proxied = try await ProxiedBackend.start()
+        let error = await #expect(throws: RPCError.self) {
+            _ = try await proxied.client.unary(
+                ProbeService.sleep, Google_Protobuf_Int64Value(5_000), options: CallOptions(timeout: .milliseconds(500)),
+                responseType: Google_Protobuf_Empty.self)
+        }
+        #expect(error?.code == .deadlineExceeded)
+        #expect(await proxied.probe.waitFor("sleep cancelled"))
+        let remaining = try #require(proxied.probe.timesRemaining.first)
+        #expect(remaining <= .milliseconds(500) && remaining > .milliseconds(100))
+        await proxied.stop()
+    }
+
+    @Test func clientCancellationReachesTheBackend() async throws {
+        let proxied = try await ProxiedBackend.start()
+        let channel = proxied.client
+        let call = Task {
+            try await channel.unary(
+                ProbeService.sleep, Google_Protobuf_Int64Value(10_000), options: CallOptions(),
+                responseType: Google_Protobuf_Empty.self)
+        }
+        #expect(await proxied.probe.waitFor("sleep started"))
+        call.cancel()
+        #expect(await proxied.probe.waitFor("sleep cancelled"))
+        let outcome = await call.result
+        #expect((try? outcome.get()) == nil)
+        await proxied.stop()
+    }
+
+    @Test func backendCancellationReachesTheClient() async throws {
+        // The backend's grace period runs out during shutdown: it resets the call (RST_STREAM CANCEL).
+        let proxied = try await ProxiedBackend.start { $0.connectionManagement.gracePeriod = .milliseconds(200) }
+        let channel = proxied.client
+        let call = Task {
+            try await channel.unary(
+                ProbeService.sleep, Google_Protobuf_Int64Value(10_000), options: CallOptions(),
+                responseType: Google_Protobuf_Empty.self)
+        }
+        #expect(await proxied.probe.waitFor("sleep started"))
+        await proxied.backend.shutdown()
+        let error = await #expect(throws: RPCError.self) { _ = try await call.value }
+        #expect(error?.code == .cancelled)
+        await proxied.stop()
+    }
+
+    @Test func requestStreamFromTheClientIsRelayedInOrder() async throws {
+        let proxied = try await ProxiedBackend.start()
+        let client = Grpc_Testing_TestService.Client(transport: proxied.client)
+        // Half duplex: the backend answers only after the client half-closed, which must travel through too.
+        let requests = (1...20).map { size in
+            Grpc_Testing_StreamingOutputCallRequest.with { $0.responseParameters = [.with { $0.size = Int32(size) }] }
+        }
+        var sizes: [Int] = []
+        for try await response in try await client.halfDuplexCall(requests: AsyncArray(requests)) {
+            sizes.append(response.payload.body.count)
+        }
+        #expect(sizes == Array(1...20))
+        await proxied.stop()
+    }
+}
