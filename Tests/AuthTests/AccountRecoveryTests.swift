@@ -68,7 +68,7 @@ extension AuthServiceTests {
                 #expect(try !String(decoding: stored[0].decode(0, as: Data.self), as: UTF8.self).contains(token))
                 // Sent mail does not stay in the outbox (it holds the token).
                 #expect(
-                    try await eventually {
+                    try await eventually(timeout: .seconds(30)) {
                         try await env.pool.queryRow(
                             "SELECT count(*) FROM mail_outbox WHERE user_id = \(registered.id)")?.decode(
                                 0, as: Int.self) == 0
@@ -104,7 +104,7 @@ extension AuthServiceTests {
                 _ = try await env.auth.requestPasswordReset(request)
                 let first = try await env.mailedToken(to: registered.user.email, subjectContaining: "Reset")
                 _ = try await env.auth.requestPasswordReset(request)
-                let arrived = try await eventually { env.smtp.messages(to: registered.user.email).count == 2 }
+                let arrived = try await eventually(timeout: .seconds(30)) { env.smtp.messages(to: registered.user.email).count == 2 }
                 #expect(arrived)
                 let second = try await env.mailedToken(to: registered.user.email, subjectContaining: "Reset")
                 #expect(first != second)
@@ -186,7 +186,7 @@ extension AuthServiceTests {
                 #expect(changed.email == newEmail)
                 #expect(changed.emailVerified)
                 #expect(
-                    try await eventually {
+                    try await eventually(timeout: .seconds(30)) {
                         env.smtp.messages(to: registered.user.email).contains { $0.contains("is now \(newEmail)") }
                     })
                 _ = try await env.login(email: newEmail, password: registered.password)
@@ -265,7 +265,7 @@ extension AuthServiceTests {
                     """)
                 #expect(try leftovers?.decode(0, as: Int.self) == 0)
 
-                let delivered = try await eventually {
+                let delivered = try await eventually(timeout: .seconds(30)) {
                     env.events.events("habitflow.events.v1.UserDeleted", aggregateID: registered.user.id).count >= 3
                 }
                 #expect(delivered, "habits, goals and social each get the event")

@@ -113,7 +113,7 @@ extension AuthServiceTests {
         @Test("a failed delivery is retried later with backoff; sent mail leaves the outbox")
         func retries() async throws {
             let server = try await FakeSMTPServer.start()
-            var configuration = PostgresPool.Configuration(connectionString: try TestEnvironment.serviceURL("auth"))
+            var configuration = PostgresPool.Configuration(connectionString: try await AuthTestDatabase.shared.url())
             configuration.maximumConnections = 2
             let pool = PostgresPool(configuration: configuration, logger: testLogger)
             try await PostgresMigrations.migrate(
@@ -201,21 +201,15 @@ struct AuthUnitTests {
     @Test("an unknown account costs a bcrypt of the same cost as a real one (no timing shortcut)")
     func dummyHashTakesAsLong() async throws {
         let hasher = PasswordHasher(cost: 10, threadCount: 1)
-        let hash = try await hasher.hash("some password")
         #expect(try await hasher.dummy().hasPrefix("$2b$10$"))
-        // The fastest of a few runs each: other processes only ever slow a run down, so minimums compare the work.
-        let clock = ContinuousClock()
-        var real: [Duration] = []
-        var dummy: [Duration] = []
-        for _ in 0..<3 {
-            real.append(try await clock.measure { _ = try await hasher.verify("guess", against: hash) })
-            var matched = true
-            dummy.append(try await clock.measure { matched = try await hasher.verify("guess", against: nil) })
-            #expect(!matched)
+        // A cost-10 bcrypt takes tens of milliseconds on any machine (more under load, never less); answering
+        // without one would take microseconds.
+        var matched = true
+        let elapsed = try await ContinuousClock().measure {
+            matched = try await hasher.verify("guess", against: nil)
         }
-        let fastestReal = try #require(real.min())
-        let fastestDummy = try #require(dummy.min())
-        #expect(fastestDummy > fastestReal / 2 && fastestDummy < fastestReal * 2)
+        #expect(!matched)
+        #expect(elapsed > .milliseconds(10))
         await hasher.shutdown()
     }
 
@@ -312,7 +306,7 @@ extension AuthServiceTests {
     struct MaintenanceTests {
         @Test("removes sessions ended a month ago, expired tokens and old throttle state; keeps live rows")
         func removesStaleRows() async throws {
-            var configuration = PostgresPool.Configuration(connectionString: try TestEnvironment.serviceURL("auth"))
+            var configuration = PostgresPool.Configuration(connectionString: try await AuthTestDatabase.shared.url())
             configuration.maximumConnections = 2
             let pool = PostgresPool(configuration: configuration, logger: testLogger)
             try await PostgresMigrations.migrate(

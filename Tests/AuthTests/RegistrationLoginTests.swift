@@ -47,7 +47,7 @@ extension AuthServiceTests {
                     try stored[0].decode(0, as: Data.self)
                         == Data(SHA256.hash(Base64URL.decode(registered.tokens.refreshToken) ?? [])))
 
-                let delivered = try await eventually {
+                let delivered = try await eventually(timeout: .seconds(30)) {
                     !env.events.events("habitflow.events.v1.UserCreated", aggregateID: user.id).isEmpty
                 }
                 #expect(delivered)

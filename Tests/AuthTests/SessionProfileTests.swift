@@ -171,7 +171,7 @@ extension AuthServiceTests {
                 let updates = {
                     Set(env.events.events("habitflow.events.v1.UserUpdated", aggregateID: registered.user.id).map(\.id))
                 }
-                let delivered = try await eventually { updates().count == 2 }
+                let delivered = try await eventually(timeout: .seconds(30)) { updates().count == 2 }
                 #expect(delivered)
                 let last = try #require(
                     env.events.events("habitflow.events.v1.UserUpdated", aggregateID: registered.user.id).last)

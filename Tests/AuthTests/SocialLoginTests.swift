@@ -125,7 +125,7 @@ extension AuthServiceTests {
                 #expect(first.user.username.hasPrefix("sam."))
                 _ = try await env.accessTokenVerifier().verify(first.tokens.accessToken, now: env.clock.now())
                 #expect(
-                    try await eventually {
+                    try await eventually(timeout: .seconds(30)) {
                         !env.events.events("habitflow.events.v1.UserCreated", aggregateID: first.user.id).isEmpty
                     })
 
@@ -288,7 +288,7 @@ extension AuthServiceTests {
                 _ = try await env.auth.deleteAccount(request, options: options)
                 #expect(try await env.sessionState(created.tokens, userID: created.user.id) == .notFound)
                 #expect(
-                    try await eventually {
+                    try await eventually(timeout: .seconds(30)) {
                         !env.events.events("habitflow.events.v1.UserDeleted", aggregateID: created.user.id).isEmpty
                     })
                 // Signing in again starts a new account.
