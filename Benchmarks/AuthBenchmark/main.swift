@@ -224,10 +224,7 @@ func runBenchmark(_ options: Options) async throws {
 do {
     try await runBenchmark(try Options(arguments: CommandLine.arguments))
 } catch let error as UsageError {
-    FileHandle.standardError.write(
-        Data(
-            "auth-benchmark: \(error)\n"
-                + "usage: auth-benchmark --url URL [--sql-dir DIR] [--seconds N] [--login-concurrency N]\n"
-                .utf8))
+    let usage = "usage: auth-benchmark --url URL [--sql-dir DIR] [--seconds N] [--login-concurrency N]"
+    FileHandle.standardError.write(Data("auth-benchmark: \(error)\n\(usage)\n".utf8))
     exit(64)
 }
