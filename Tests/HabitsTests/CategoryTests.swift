@@ -116,15 +116,11 @@ struct CategoryTests {
         }
         #expect(try await user.api.createCategory(.with { $0.name = "Career" }, options: user.options).name == "Career")
 
-        let fixture = user.fixture
-        #expect(
-            try await eventually {
-                fixture.recorder.events.contains { envelope in
-                    envelope.type == "habitflow.events.v1.CategoryDeleted" && envelope.aggregateID == career.id
-                        && (try? Habitflow_Events_V1_CategoryDeleted(serializedBytes: envelope.payload))?.userID
-                            == user.id.uuidString.lowercased()
-                }
-            })
+        let payload = try #require(
+            try await user.fixture.published("habitflow.events.v1.CategoryDeleted", aggregateID: career.id))
+        let event = try Habitflow_Events_V1_CategoryDeleted(serializedBytes: payload)
+        #expect(event.userID == user.id.uuidString.lowercased())
+        #expect(event.categoryID == career.id)
     }
 
     @Test("a repeated create with the same client id returns the first category")

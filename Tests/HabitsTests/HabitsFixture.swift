@@ -124,6 +124,20 @@ struct HabitsFixture: Sendable {
         ).applied
     }
 
+    /// The payload of an event the service published about `aggregateID`: delivered to the goals stand-in, or still
+    /// in the outbox. Every habits host of the test run shares that outbox, and the hosts other suites start route
+    /// goals nowhere, so their relays fail and back off: an event leaves the outbox only through this fixture's relay.
+    func published(_ type: String, aggregateID: String) async throws -> Data? {
+        if let delivered = recorder.events.first(where: { $0.type == type && $0.aggregateID == aggregateID }) {
+            return delivered.payload
+        }
+        let row = try await pool.queryRow(
+            "SELECT payload FROM outbox WHERE event_type = \(type) AND aggregate_id = \(aggregateID) ORDER BY sequence LIMIT 1")
+        if let row { return try row.decode(0, as: Data.self) }
+        // Delivered between the two looks.
+        return recorder.events.first { $0.type == type && $0.aggregateID == aggregateID }?.payload
+    }
+
     /// Internal API, called as another service.
     var internalAPI: Habitflow_Habits_V1_HabitsInternal.Client {
         Habitflow_Habits_V1_HabitsInternal.Client(transport: authChannel)

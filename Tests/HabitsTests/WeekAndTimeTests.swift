@@ -1,4 +1,5 @@
 import Foundation
+import HabitFlowEvents
 import HabitFlowHabitsProtos
 import HabitFlowRPC
 import HabitFlowTestSupport
@@ -139,13 +140,11 @@ struct WeekAndTimeTests {
         // The name is free again, and the new habit counts from this week.
         #expect(try await user.createHabit("dropped").name == "dropped")
 
-        let fixture = user.fixture
-        #expect(
-            try await eventually {
-                fixture.recorder.events.contains {
-                    $0.type == "habitflow.events.v1.HabitDeleted" && $0.aggregateID == dropped.id
-                }
-            })
+        let payload = try #require(
+            try await user.fixture.published("habitflow.events.v1.HabitDeleted", aggregateID: dropped.id))
+        let event = try Habitflow_Events_V1_HabitDeleted(serializedBytes: payload)
+        #expect(event.userID == user.id.uuidString.lowercased())
+        #expect(event.habitID == dropped.id)
     }
 
     @Test("the week view: category scores, today's progress, habits created later and future weeks")

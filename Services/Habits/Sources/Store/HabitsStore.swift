@@ -27,13 +27,6 @@ public struct HabitsStore: Sendable {
         return zone
     }
 
-    /// The stored zone of a user, `nil` when the service has never seen them.
-    public func timeZone(of userID: UUID) async throws -> UserTimeZone? {
-        try await pool.queryRow("SELECT time_zone FROM users WHERE user_id = \(userID)").map {
-            .stored(try $0.decode(0, as: String.self))
-        }
-    }
-
     /// Creates the user with the five default categories unless they exist; then applies `zone` if it is newer
     /// than the zone they have (last write wins by event time). Returns the user's zone, or `nil` when the account
     /// was deleted (nothing is created then).
