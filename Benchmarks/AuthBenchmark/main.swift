@@ -65,8 +65,10 @@ func milliseconds(_ duration: Duration) -> Double {
 }
 
 /// Calls CheckSession one after another (with a short pause, like a gateway's steady trickle) until `end`.
-func probe(_ client: Habitflow_Auth_V1_AuthInternal.Client, session: Habitflow_Auth_V1_CheckSessionRequest,
-           until end: ContinuousClock.Instant, pause: Duration) async throws -> Latencies {
+func probe(
+    _ client: Habitflow_Auth_V1_AuthInternal.Client, session: Habitflow_Auth_V1_CheckSessionRequest,
+    until end: ContinuousClock.Instant, pause: Duration
+) async throws -> Latencies {
     var latencies = Latencies()
     let clock = ContinuousClock()
     while clock.now < end {
@@ -80,8 +82,10 @@ func probe(_ client: Habitflow_Auth_V1_AuthInternal.Client, session: Habitflow_A
 }
 
 /// Logs in from `concurrency` loops until `end`; returns how many succeeded and their latencies.
-func loginLoad(_ client: Habitflow_Auth_V1_AuthService.Client, email: String, password: String, concurrency: Int,
-               until end: ContinuousClock.Instant) async throws -> Latencies {
+func loginLoad(
+    _ client: Habitflow_Auth_V1_AuthService.Client, email: String, password: String, concurrency: Int,
+    until end: ContinuousClock.Instant
+) async throws -> Latencies {
     try await withThrowingTaskGroup(of: Latencies.self) { group in
         for worker in 0..<concurrency {
             group.addTask {
@@ -207,7 +211,9 @@ func runBenchmark(_ options: Options) async throws {
         auth, email: email, password: password, concurrency: options.loginConcurrency, until: end)
     let (loaded, concurrentLogins) = try await (underLoad, load)
     let concurrentRate = Double(concurrentLogins.samples.count) / Double(options.seconds)
-    print("CheckSession during logins:  \(loaded.summary)  (meanwhile \(String(format: "%.1f", concurrentRate)) logins/s)")
+    print(
+        "CheckSession during logins:  \(loaded.summary)  (meanwhile \(String(format: "%.1f", concurrentRate)) logins/s)"
+    )
     print("load average at the end: \(loadAverage())")
 
     await probeChannel.close()
@@ -218,7 +224,7 @@ func runBenchmark(_ options: Options) async throws {
 do {
     try await runBenchmark(try Options(arguments: CommandLine.arguments))
 } catch let error as UsageError {
-    FileHandle.standardError.write(
-        Data("auth-benchmark: \(error)\nusage: auth-benchmark --url URL [--sql-dir DIR] [--seconds N] [--login-concurrency N]\n".utf8))
+    let usage = "usage: auth-benchmark --url URL [--sql-dir DIR] [--seconds N] [--login-concurrency N]"
+    FileHandle.standardError.write(Data("auth-benchmark: \(error)\n\(usage)\n".utf8))
     exit(64)
 }

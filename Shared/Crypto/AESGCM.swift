@@ -20,7 +20,8 @@ public enum AES256GCM {
         try requireOne(
             EVP_EncryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil), "EVP_EncryptInit_ex(aes-256-gcm)")
         try requireOne(
-            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonceByteCount), nil), "set GCM IV length")
+            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonceByteCount), nil),
+            "set GCM IV length")
         try requireOne(EVP_EncryptInit_ex(context.pointer, nil, nil, key, nonce), "EVP_EncryptInit_ex(key)")
         try context.update(additionalData: Array(additionalData), encrypting: true)
         let input = Array(plaintext)
@@ -61,7 +62,8 @@ public enum AES256GCM {
         try requireOne(
             EVP_DecryptInit_ex(context.pointer, EVP_aes_256_gcm(), nil, nil, nil), "EVP_DecryptInit_ex(aes-256-gcm)")
         try requireOne(
-            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonceByteCount), nil), "set GCM IV length")
+            EVP_CIPHER_CTX_ctrl(context.pointer, EVP_CTRL_GCM_SET_IVLEN, Int32(nonceByteCount), nil),
+            "set GCM IV length")
         try requireOne(EVP_DecryptInit_ex(context.pointer, nil, nil, key, nonce), "EVP_DecryptInit_ex(key)")
         try context.update(additionalData: Array(additionalData), encrypting: false)
         var output = [UInt8](repeating: 0, count: ciphertext.count + 16)

@@ -1,11 +1,12 @@
 import Foundation
-@testable import HabitFlowAuth
 import HabitFlowAuthProtos
 import HabitFlowEvents
 import HabitFlowRPC
 import HabitFlowServiceKit
 import HabitFlowTestSupport
 import Testing
+
+@testable import HabitFlowAuth
 
 extension AuthServiceTests {
     @Suite("passwords, reset and email change")
@@ -26,13 +27,18 @@ extension AuthServiceTests {
                 let weak = await env.error { try await env.auth.changePassword(request, options: registered.options) }
                 #expect(weak?.fieldViolations.map(\.field) == ["new_password"])
                 request.newPassword = registered.user.email
-                #expect(await env.error { try await env.auth.changePassword(request, options: registered.options) }?.code == .invalidArgument)
+                #expect(
+                    await env.error { try await env.auth.changePassword(request, options: registered.options) }?.code
+                        == .invalidArgument)
 
                 request.newPassword = "a brand new secret"
                 _ = try await env.auth.changePassword(request, options: registered.options)
                 #expect(try await env.sessionState(registered.tokens, userID: registered.user.id) == .active)
                 #expect(try await env.sessionState(other.tokens, userID: registered.user.id) == .revoked)
-                #expect(await env.error { try await env.login(email: registered.user.email, password: registered.password) }?.code == .unauthenticated)
+                #expect(
+                    await env.error {
+                        try await env.login(email: registered.user.email, password: registered.password)
+                    }?.code == .unauthenticated)
                 _ = try await env.login(email: registered.user.email, password: "a brand new secret")
             }
         }
@@ -44,24 +50,36 @@ extension AuthServiceTests {
                 var request = Habitflow_Auth_V1_RequestPasswordResetRequest()
                 request.email = registered.user.email.uppercased()
                 _ = try await env.auth.requestPasswordReset(request, options: .fromClient("203.0.113.50"))
-                let token = try await env.mailedToken(to: registered.user.email, subjectContaining: "Reset your HabitFlow password")
+                let token = try await env.mailedToken(
+                    to: registered.user.email, subjectContaining: "Reset your HabitFlow password")
                 let mail = try #require(env.smtp.messages(to: registered.user.email).last)
                 #expect(mail.contains("habitflow://auth/reset-password?token=\(token)"))
-                #expect(env.smtp.received.last { $0.recipients.contains(registered.user.email) }?.from == "no-reply@habitflow.local")
+                #expect(
+                    env.smtp.received.last { $0.recipients.contains(registered.user.email) }?.from
+                        == "no-reply@habitflow.local")
                 // Only the token's hash is stored.
                 let stored = try await env.pool.query(
-                    "SELECT token_hash FROM one_time_tokens WHERE user_id = \(registered.id) AND purpose = 'password_reset'")
+                    """
+                    SELECT token_hash FROM one_time_tokens \
+                    WHERE user_id = \(registered.id) AND purpose = 'password_reset'
+                    """
+                )
                 #expect(stored.count == 1)
                 #expect(try !String(decoding: stored[0].decode(0, as: Data.self), as: UTF8.self).contains(token))
                 // Sent mail does not stay in the outbox (it holds the token).
-                #expect(try await eventually {
-                    try await env.pool.queryRow("SELECT count(*) FROM mail_outbox WHERE user_id = \(registered.id)")?.decode(0, as: Int.self) == 0
-                })
+                #expect(
+                    try await eventually(timeout: .seconds(30)) {
+                        try await env.pool.queryRow(
+                            "SELECT count(*) FROM mail_outbox WHERE user_id = \(registered.id)")?.decode(
+                                0, as: Int.self) == 0
+                    })
 
                 var confirm = Habitflow_Auth_V1_ConfirmPasswordResetRequest()
                 confirm.token = token
                 confirm.newPassword = registered.user.email
-                #expect(await env.error { try await env.auth.confirmPasswordReset(confirm) }?.fieldViolations.map(\.field) == ["new_password"])
+                #expect(
+                    await env.error { try await env.auth.confirmPasswordReset(confirm) }?.fieldViolations.map(\.field)
+                        == ["new_password"])
                 confirm.newPassword = "reset to this one"
                 _ = try await env.auth.confirmPasswordReset(confirm)
                 #expect(try await env.sessionState(registered.tokens, userID: registered.user.id) == .revoked)
@@ -86,7 +104,7 @@ extension AuthServiceTests {
                 _ = try await env.auth.requestPasswordReset(request)
                 let first = try await env.mailedToken(to: registered.user.email, subjectContaining: "Reset")
                 _ = try await env.auth.requestPasswordReset(request)
-                let arrived = try await eventually { env.smtp.messages(to: registered.user.email).count == 2 }
+                let arrived = try await eventually(timeout: .seconds(30)) { env.smtp.messages(to: registered.user.email).count == 2 }
                 #expect(arrived)
                 let second = try await env.mailedToken(to: registered.user.email, subjectContaining: "Reset")
                 #expect(first != second)
@@ -117,13 +135,19 @@ extension AuthServiceTests {
 
                 // Per email: three requests an hour, then a wait (the same for the unknown address).
                 request.email = ghost
-                for _ in 0..<3 { _ = try? await env.auth.requestPasswordReset(request, options: .fromClient("203.0.113.78")) }
-                let throttled = await env.error { try await env.auth.requestPasswordReset(request, options: .fromClient("203.0.113.79")) }
+                for _ in 0..<3 {
+                    _ = try? await env.auth.requestPasswordReset(request, options: .fromClient("203.0.113.78"))
+                }
+                let throttled = await env.error {
+                    try await env.auth.requestPasswordReset(request, options: .fromClient("203.0.113.79"))
+                }
                 #expect(throttled?.code == .resourceExhausted)
                 #expect(throttled?.retryDelay != nil)
 
                 request.email = "not an email"
-                #expect(await env.error { try await env.auth.requestPasswordReset(request) }?.fieldViolations.map(\.field) == ["email"])
+                #expect(
+                    await env.error { try await env.auth.requestPasswordReset(request) }?.fieldViolations.map(\.field)
+                        == ["email"])
             }
         }
 
@@ -135,29 +159,44 @@ extension AuthServiceTests {
                 let newEmail = "moved-\(UUID().uuidString.prefix(8))@example.org"
                 var request = Habitflow_Auth_V1_RequestEmailChangeRequest()
                 request.newEmail = newEmail
-                #expect(await env.error { try await env.auth.requestEmailChange(request, options: registered.options) }?.fieldViolations.map(\.field) == ["password"])
+                #expect(
+                    await env.error { try await env.auth.requestEmailChange(request, options: registered.options) }?
+                        .fieldViolations.map(\.field) == ["password"])
                 request.password = "wrong password"
-                #expect(await env.error { try await env.auth.requestEmailChange(request, options: registered.options) }?.fieldViolations.map(\.field) == ["password"])
+                #expect(
+                    await env.error { try await env.auth.requestEmailChange(request, options: registered.options) }?
+                        .fieldViolations.map(\.field) == ["password"])
                 request.password = registered.password
                 request.newEmail = taken.user.email
-                #expect(await env.error { try await env.auth.requestEmailChange(request, options: registered.options) }?.code == .alreadyExists)
+                #expect(
+                    await env.error { try await env.auth.requestEmailChange(request, options: registered.options) }?
+                        .code == .alreadyExists)
                 request.newEmail = registered.user.email
-                #expect(await env.error { try await env.auth.requestEmailChange(request, options: registered.options) }?.fieldViolations.map(\.field) == ["new_email"])
+                #expect(
+                    await env.error { try await env.auth.requestEmailChange(request, options: registered.options) }?
+                        .fieldViolations.map(\.field) == ["new_email"])
 
                 request.newEmail = newEmail
                 _ = try await env.auth.requestEmailChange(request, options: registered.options)
-                let token = try await env.mailedToken(to: newEmail, subjectContaining: "Confirm your new HabitFlow email")
+                let token = try await env.mailedToken(
+                    to: newEmail, subjectContaining: "Confirm your new HabitFlow email")
                 var confirm = Habitflow_Auth_V1_ConfirmEmailChangeRequest()
                 confirm.token = token
                 let changed = try await env.auth.confirmEmailChange(confirm).user
                 #expect(changed.email == newEmail)
                 #expect(changed.emailVerified)
-                #expect(try await eventually {
-                    env.smtp.messages(to: registered.user.email).contains { $0.contains("is now \(newEmail)") }
-                })
+                #expect(
+                    try await eventually(timeout: .seconds(30)) {
+                        env.smtp.messages(to: registered.user.email).contains { $0.contains("is now \(newEmail)") }
+                    })
                 _ = try await env.login(email: newEmail, password: registered.password)
-                #expect(await env.error { try await env.login(email: registered.user.email, password: registered.password) }?.code == .unauthenticated)
-                #expect(await env.error { try await env.auth.confirmEmailChange(confirm) }?.fieldViolations.map(\.field) == ["token"])
+                #expect(
+                    await env.error {
+                        try await env.login(email: registered.user.email, password: registered.password)
+                    }?.code == .unauthenticated)
+                #expect(
+                    await env.error { try await env.auth.confirmEmailChange(confirm) }?.fieldViolations.map(\.field)
+                        == ["token"])
             }
         }
 
@@ -199,16 +238,26 @@ extension AuthServiceTests {
             try await AuthTestEnvironment.run { env in
                 let registered = try await env.register()
                 var request = Habitflow_Auth_V1_DeleteAccountRequest()
-                #expect(await env.error { try await env.auth.deleteAccount(request, options: registered.options) }?.fieldViolations.map(\.field) == ["password"])
+                #expect(
+                    await env.error { try await env.auth.deleteAccount(request, options: registered.options) }?
+                        .fieldViolations.map(\.field) == ["password"])
                 request.password = "not the password"
-                #expect(await env.error { try await env.auth.deleteAccount(request, options: registered.options) }?.fieldViolations.map(\.field) == ["password"])
+                #expect(
+                    await env.error { try await env.auth.deleteAccount(request, options: registered.options) }?
+                        .fieldViolations.map(\.field) == ["password"])
                 request.password = registered.password
                 _ = try await env.auth.deleteAccount(request, options: registered.options)
 
-                #expect(await env.error { try await env.auth.getProfile(.init(), options: registered.options) }?.code == .notFound)
+                #expect(
+                    await env.error { try await env.auth.getProfile(.init(), options: registered.options) }?.code
+                        == .notFound)
                 #expect(try await env.sessionState(registered.tokens, userID: registered.user.id) == .notFound)
-                #expect(await env.error { try await env.refresh(registered.tokens.refreshToken) }?.code == .unauthenticated)
-                #expect(await env.error { try await env.login(email: registered.user.email, password: registered.password) }?.code == .unauthenticated)
+                #expect(
+                    await env.error { try await env.refresh(registered.tokens.refreshToken) }?.code == .unauthenticated)
+                #expect(
+                    await env.error {
+                        try await env.login(email: registered.user.email, password: registered.password)
+                    }?.code == .unauthenticated)
                 let leftovers = try await env.pool.queryRow(
                     """
                     SELECT (SELECT count(*) FROM sessions WHERE user_id = \(registered.id)) \
@@ -216,12 +265,14 @@ extension AuthServiceTests {
                     """)
                 #expect(try leftovers?.decode(0, as: Int.self) == 0)
 
-                let delivered = try await eventually {
+                let delivered = try await eventually(timeout: .seconds(30)) {
                     env.events.events("habitflow.events.v1.UserDeleted", aggregateID: registered.user.id).count >= 3
                 }
                 #expect(delivered, "habits, goals and social each get the event")
-                let envelope = try #require(env.events.events("habitflow.events.v1.UserDeleted", aggregateID: registered.user.id).first)
-                #expect(try Habitflow_Events_V1_UserDeleted(serializedBytes: envelope.payload).userID == registered.user.id)
+                let envelope = try #require(
+                    env.events.events("habitflow.events.v1.UserDeleted", aggregateID: registered.user.id).first)
+                #expect(
+                    try Habitflow_Events_V1_UserDeleted(serializedBytes: envelope.payload).userID == registered.user.id)
                 #expect(envelope.aggregateType == "user")
                 // The email is free again.
                 var again = Habitflow_Auth_V1_RegisterRequest()

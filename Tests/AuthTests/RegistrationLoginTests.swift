@@ -1,5 +1,4 @@
 import Foundation
-@testable import HabitFlowAuth
 import HabitFlowAuthProtos
 import HabitFlowCrypto
 import HabitFlowEvents
@@ -7,6 +6,8 @@ import HabitFlowRPC
 import HabitFlowTestSupport
 import HabitFlowTokens
 import Testing
+
+@testable import HabitFlowAuth
 
 extension AuthServiceTests {
     @Suite("registration")
@@ -23,7 +24,8 @@ extension AuthServiceTests {
                 #expect(registered.tokens.tokenType == "Bearer")
 
                 // The access token is what the gateway will verify with the published keys.
-                let claims = try await env.accessTokenVerifier().verify(registered.tokens.accessToken, now: env.clock.now())
+                let claims = try await env.accessTokenVerifier().verify(
+                    registered.tokens.accessToken, now: env.clock.now())
                 #expect(claims.subject == user.id)
                 #expect(claims.sessionID == registered.tokens.sessionID)
                 #expect(claims.issuer == "habitflow-auth")
@@ -33,19 +35,24 @@ extension AuthServiceTests {
                 #expect(abs(refreshLifetime - 30 * 24 * 3600) < 2)
 
                 // Stored: bcrypt, never the password; the refresh token only as its hash.
-                let row = try #require(try await env.pool.queryRow("SELECT password_hash FROM users WHERE id = \(registered.id)"))
+                let row = try #require(
+                    try await env.pool.queryRow("SELECT password_hash FROM users WHERE id = \(registered.id)"))
                 let hash = try row.decode(0, as: String.self)
                 #expect(hash.hasPrefix("$2b$04$"))
                 #expect(BCrypt.verify(registered.password, against: hash))
-                let stored = try await env.pool.query("SELECT token_hash FROM refresh_tokens WHERE user_id = \(registered.id)")
+                let stored = try await env.pool.query(
+                    "SELECT token_hash FROM refresh_tokens WHERE user_id = \(registered.id)")
                 #expect(stored.count == 1)
-                #expect(try stored[0].decode(0, as: Data.self) == Data(SHA256.hash(Base64URL.decode(registered.tokens.refreshToken) ?? [])))
+                #expect(
+                    try stored[0].decode(0, as: Data.self)
+                        == Data(SHA256.hash(Base64URL.decode(registered.tokens.refreshToken) ?? [])))
 
-                let delivered = try await eventually {
+                let delivered = try await eventually(timeout: .seconds(30)) {
                     !env.events.events("habitflow.events.v1.UserCreated", aggregateID: user.id).isEmpty
                 }
                 #expect(delivered)
-                let envelope = try #require(env.events.events("habitflow.events.v1.UserCreated", aggregateID: user.id).first)
+                let envelope = try #require(
+                    env.events.events("habitflow.events.v1.UserCreated", aggregateID: user.id).first)
                 let event = try Habitflow_Events_V1_UserCreated(serializedBytes: envelope.payload)
                 #expect(event.userID == user.id)
                 #expect(event.username == user.username)
@@ -127,7 +134,8 @@ extension AuthServiceTests {
                 }
                 #expect(outcomes.filter { $0 == .ok }.count == 1)
                 #expect(outcomes.filter { $0 == .alreadyExists }.count == 5)
-                let count = try await env.pool.queryRow("SELECT count(*) FROM users WHERE lower(email) = lower(\(email))")
+                let count = try await env.pool.queryRow(
+                    "SELECT count(*) FROM users WHERE lower(email) = lower(\(email))")
                 #expect(try count?.decode(0, as: Int.self) == 1)
             }
         }
@@ -139,7 +147,8 @@ extension AuthServiceTests {
         func login() async throws {
             try await AuthTestEnvironment.run { env in
                 let registered = try await env.register()
-                let byEmail = try await env.login(email: registered.user.email.uppercased(), password: registered.password)
+                let byEmail = try await env.login(
+                    email: registered.user.email.uppercased(), password: registered.password)
                 #expect(byEmail.user.id == registered.user.id)
                 #expect(byEmail.tokens.sessionID != registered.tokens.sessionID)
 
@@ -148,9 +157,12 @@ extension AuthServiceTests {
                 byUsername.password = registered.password
                 #expect(try await env.auth.login(byUsername).user.id == registered.user.id)
 
-                let wrong = await env.error { try await env.login(email: registered.user.email, password: "wrong password") }
+                let wrong = await env.error {
+                    try await env.login(email: registered.user.email, password: "wrong password")
+                }
                 let unknown = await env.error {
-                    try await env.login(email: "nobody-\(UUID().uuidString.prefix(8))@example.com", password: "wrong password")
+                    try await env.login(
+                        email: "nobody-\(UUID().uuidString.prefix(8))@example.com", password: "wrong password")
                 }
                 #expect(wrong?.code == .unauthenticated)
                 #expect(wrong?.message == unknown?.message)
@@ -168,14 +180,20 @@ extension AuthServiceTests {
                 let registered = try await env.register()
                 for attempt in 1...5 {
                     let error = await env.error {
-                        try await env.login(email: registered.user.email, password: "guess \(attempt)", clientAddress: "198.51.100.\(attempt)")
+                        try await env.login(
+                            email: registered.user.email, password: "guess \(attempt)",
+                            clientAddress: "198.51.100.\(attempt)")
                     }
                     #expect(error?.code == .unauthenticated)
                 }
                 // The sixth failure is over the limit: from now on even the right password must wait.
-                _ = await env.error { try await env.login(email: registered.user.email, password: "guess 6", clientAddress: "198.51.100.6") }
+                _ = await env.error {
+                    try await env.login(
+                        email: registered.user.email, password: "guess 6", clientAddress: "198.51.100.6")
+                }
                 let throttled = await env.error {
-                    try await env.login(email: registered.user.email, password: registered.password, clientAddress: "198.51.100.7")
+                    try await env.login(
+                        email: registered.user.email, password: registered.password, clientAddress: "198.51.100.7")
                 }
                 #expect(throttled?.code == .resourceExhausted)
                 let delay = try #require(throttled?.retryDelay)
@@ -199,24 +217,32 @@ extension AuthServiceTests {
                 let address = "192.0.2.\(Int.random(in: 1...250))"
                 for attempt in 0..<4 {
                     _ = await env.error {
-                        try await env.login(email: "ghost\(attempt)-\(UUID().uuidString.prefix(6))@example.com", password: "x1234567", clientAddress: address)
+                        try await env.login(
+                            email: "ghost\(attempt)-\(UUID().uuidString.prefix(6))@example.com", password: "x1234567",
+                            clientAddress: address)
                     }
                 }
                 let registered = try await env.register()
                 let blocked = await env.error {
-                    try await env.login(email: registered.user.email, password: registered.password, clientAddress: address)
+                    try await env.login(
+                        email: registered.user.email, password: registered.password, clientAddress: address)
                 }
                 #expect(blocked?.code == .resourceExhausted)
                 #expect(blocked?.retryDelay != nil)
                 // Another address is not affected.
-                _ = try await env.login(email: registered.user.email, password: registered.password, clientAddress: "192.0.2.251")
+                _ = try await env.login(
+                    email: registered.user.email, password: registered.password, clientAddress: "192.0.2.251")
 
                 // An unknown account is counted under its identifier, exactly like a real one.
                 let ghost = "ghost-\(UUID().uuidString.prefix(8))@example.com"
                 for attempt in 1...6 {
-                    _ = await env.error { try await env.login(email: ghost, password: "x1234567", clientAddress: "10.1.0.\(attempt)") }
+                    _ = await env.error {
+                        try await env.login(email: ghost, password: "x1234567", clientAddress: "10.1.0.\(attempt)")
+                    }
                 }
-                let ghostBlocked = await env.error { try await env.login(email: ghost, password: "x1234567", clientAddress: "10.1.0.99") }
+                let ghostBlocked = await env.error {
+                    try await env.login(email: ghost, password: "x1234567", clientAddress: "10.1.0.99")
+                }
                 #expect(ghostBlocked?.code == .resourceExhausted)
             }
         }
@@ -226,13 +252,17 @@ extension AuthServiceTests {
             try await AuthTestEnvironment.run { env in
                 let device = UUID()
                 let registered = try await env.register(deviceID: device)
-                let second = try await env.login(email: registered.user.email, password: registered.password, deviceID: device)
+                let second = try await env.login(
+                    email: registered.user.email, password: registered.password, deviceID: device)
                 #expect(try await env.sessionState(registered.tokens, userID: registered.user.id) == .revoked)
                 #expect(try await env.sessionState(second.tokens, userID: registered.user.id) == .active)
-                let other = try await env.login(email: registered.user.email, password: registered.password, deviceID: UUID())
+                let other = try await env.login(
+                    email: registered.user.email, password: registered.password, deviceID: UUID())
                 var options = registered.options
                 options = .onBehalf(of: registered.id, sessionID: other.tokens.sessionID)
-                let sessions = try await env.auth.listSessions(Habitflow_Auth_V1_ListSessionsRequest(), options: options).sessions
+                let sessions = try await env.auth.listSessions(
+                    Habitflow_Auth_V1_ListSessionsRequest(), options: options
+                ).sessions
                 #expect(Set(sessions.map(\.id)) == [second.tokens.sessionID, other.tokens.sessionID])
                 #expect(sessions.first { $0.id == second.tokens.sessionID }?.deviceID == device.uuidString.lowercased())
                 // The replaced session's refresh token is dead.

@@ -1,5 +1,4 @@
 import Foundation
-@testable import HabitFlowAuth
 import HabitFlowAuthProtos
 import HabitFlowEvents
 import HabitFlowRPC
@@ -7,6 +6,8 @@ import HabitFlowServiceKit
 import HabitFlowTestSupport
 import SwiftProtobuf
 import Testing
+
+@testable import HabitFlowAuth
 
 extension AuthServiceTests {
     @Suite("sessions")
@@ -18,7 +19,9 @@ extension AuthServiceTests {
                 var sessionIDs = [registered.tokens.sessionID]
                 for _ in 0..<2 {
                     env.clock.advance(seconds: 1)
-                    sessionIDs.append(try await env.login(email: registered.user.email, password: registered.password).tokens.sessionID)
+                    sessionIDs.append(
+                        try await env.login(email: registered.user.email, password: registered.password).tokens
+                            .sessionID)
                 }
                 var request = Habitflow_Auth_V1_ListSessionsRequest()
                 request.pageSize = 2
@@ -34,10 +37,14 @@ extension AuthServiceTests {
                 #expect(secondPage.nextPageToken.isEmpty)
 
                 request.pageToken = "garbage!"
-                #expect(await env.error { try await env.auth.listSessions(request, options: registered.options) }?.code == .invalidArgument)
+                #expect(
+                    await env.error { try await env.auth.listSessions(request, options: registered.options) }?.code
+                        == .invalidArgument)
                 request.pageToken = ""
                 request.pageSize = -1
-                #expect(await env.error { try await env.auth.listSessions(request, options: registered.options) }?.code == .invalidArgument)
+                #expect(
+                    await env.error { try await env.auth.listSessions(request, options: registered.options) }?.code
+                        == .invalidArgument)
             }
         }
 
@@ -55,10 +62,14 @@ extension AuthServiceTests {
 
                 let stranger = try await env.register()
                 request.sessionID = stranger.tokens.sessionID
-                #expect(await env.error { try await env.auth.revokeSession(request, options: owner.options) }?.code == .notFound)
+                #expect(
+                    await env.error { try await env.auth.revokeSession(request, options: owner.options) }?.code
+                        == .notFound)
                 #expect(try await env.sessionState(stranger.tokens, userID: stranger.user.id) == .active)
                 request.sessionID = "nope"
-                #expect(await env.error { try await env.auth.revokeSession(request, options: owner.options) }?.code == .invalidArgument)
+                #expect(
+                    await env.error { try await env.auth.revokeSession(request, options: owner.options) }?.code
+                        == .invalidArgument)
             }
         }
 
@@ -70,16 +81,19 @@ extension AuthServiceTests {
                 let third = try await env.login(email: registered.user.email, password: registered.password)
                 _ = try await env.auth.logout(Habitflow_Auth_V1_LogoutRequest(), options: registered.options)
                 #expect(try await env.sessionState(registered.tokens, userID: registered.user.id) == .revoked)
-                #expect(await env.error { try await env.refresh(registered.tokens.refreshToken) }?.code == .unauthenticated)
+                #expect(
+                    await env.error { try await env.refresh(registered.tokens.refreshToken) }?.code == .unauthenticated)
 
                 var everywhere = Habitflow_Auth_V1_LogoutEverywhereRequest()
                 everywhere.keepCurrentSession = true
                 let secondOptions = CallOptions.onBehalf(of: registered.id, sessionID: second.tokens.sessionID)
-                #expect(try await env.auth.logoutEverywhere(everywhere, options: secondOptions).revokedSessionCount == 1)
+                #expect(
+                    try await env.auth.logoutEverywhere(everywhere, options: secondOptions).revokedSessionCount == 1)
                 #expect(try await env.sessionState(second.tokens, userID: registered.user.id) == .active)
                 #expect(try await env.sessionState(third.tokens, userID: registered.user.id) == .revoked)
                 everywhere.keepCurrentSession = false
-                #expect(try await env.auth.logoutEverywhere(everywhere, options: secondOptions).revokedSessionCount == 1)
+                #expect(
+                    try await env.auth.logoutEverywhere(everywhere, options: secondOptions).revokedSessionCount == 1)
                 #expect(try await env.sessionState(second.tokens, userID: registered.user.id) == .revoked)
             }
         }
@@ -105,7 +119,9 @@ extension AuthServiceTests {
                 // A user without a session (an internal call on a user's behalf) cannot log a session out.
                 let registered = try await env.register()
                 let sessionless = CallOptions.onBehalf(of: registered.id)
-                #expect(await env.error { try await env.auth.logout(.init(), options: sessionless) }?.errorReason == "SESSION_REQUIRED")
+                #expect(
+                    await env.error { try await env.auth.logout(.init(), options: sessionless) }?.errorReason
+                        == "SESSION_REQUIRED")
             }
         }
 
@@ -152,10 +168,13 @@ extension AuthServiceTests {
                 noMask.user.username = newName
                 #expect(try await env.auth.updateProfile(noMask, options: registered.options).username == newName)
 
-                let updates = { Set(env.events.events("habitflow.events.v1.UserUpdated", aggregateID: registered.user.id).map(\.id)) }
-                let delivered = try await eventually { updates().count == 2 }
+                let updates = {
+                    Set(env.events.events("habitflow.events.v1.UserUpdated", aggregateID: registered.user.id).map(\.id))
+                }
+                let delivered = try await eventually(timeout: .seconds(30)) { updates().count == 2 }
                 #expect(delivered)
-                let last = try #require(env.events.events("habitflow.events.v1.UserUpdated", aggregateID: registered.user.id).last)
+                let last = try #require(
+                    env.events.events("habitflow.events.v1.UserUpdated", aggregateID: registered.user.id).last)
                 let event = try Habitflow_Events_V1_UserUpdated(serializedBytes: last.payload)
                 #expect(event.username == newName)
                 #expect(event.timeZone == "Asia/Tokyo")
@@ -164,7 +183,11 @@ extension AuthServiceTests {
                 // Setting the same values changes nothing and publishes nothing.
                 _ = try await env.auth.updateProfile(noMask, options: registered.options)
                 let pending = try await env.pool.queryRow(
-                    "SELECT count(*) FROM outbox WHERE aggregate_id = \(registered.user.id) AND event_type = 'habitflow.events.v1.UserUpdated'")
+                    """
+                    SELECT count(*) FROM outbox \
+                    WHERE aggregate_id = \(registered.user.id) AND event_type = 'habitflow.events.v1.UserUpdated'
+                    """
+                )
                 #expect(try pending?.decode(0, as: Int.self) == 0)
                 #expect(updates().count == 2)
             }
@@ -189,7 +212,9 @@ extension AuthServiceTests {
 
                 request.updateMask = Google_Protobuf_FieldMask(protoPaths: ["username"])
                 request.user.username = other.user.username.uppercased()
-                #expect(await env.error { try await env.auth.updateProfile(request, options: registered.options) }?.code == .alreadyExists)
+                #expect(
+                    await env.error { try await env.auth.updateProfile(request, options: registered.options) }?.code
+                        == .alreadyExists)
 
                 let empty = await env.error { try await env.auth.updateProfile(.init(), options: registered.options) }
                 #expect(empty?.fieldViolations.map(\.field) == ["update_mask"])
@@ -215,11 +240,16 @@ extension AuthServiceTests {
                 get.userIds = [ana.user.id, UUID().uuidString]
                 #expect(try await env.authInternal.getUsers(get).users.map(\.id) == [ana.user.id])
                 get.userIds = ["not-a-uuid"]
-                #expect(await env.error { try await env.authInternal.getUsers(get) }?.fieldViolations.map(\.field) == ["user_ids[0]"])
+                #expect(
+                    await env.error { try await env.authInternal.getUsers(get) }?.fieldViolations.map(\.field) == [
+                        "user_ids[0]"
+                    ])
                 get.userIds = (0...500).map { _ in UUID().uuidString }
                 #expect(await env.error { try await env.authInternal.getUsers(get) }?.code == .invalidArgument)
                 lookup.emails = (0...100).map { "u\($0)@example.com" }
-                #expect(await env.error { try await env.authInternal.lookupUsers(lookup) }?.fieldViolations.map(\.field) == ["emails"])
+                #expect(
+                    await env.error { try await env.authInternal.lookupUsers(lookup) }?.fieldViolations.map(\.field)
+                        == ["emails"])
             }
         }
     }

@@ -1,5 +1,4 @@
 import Foundation
-@testable import HabitFlowAuth
 import HabitFlowAuthProtos
 import HabitFlowCrypto
 import HabitFlowEvents
@@ -8,6 +7,8 @@ import HabitFlowServiceKit
 import HabitFlowTestSupport
 import HabitFlowTokens
 import Testing
+
+@testable import HabitFlowAuth
 
 /// Stand-ins for Google (RS256) and Apple (ES256): keys the test generates, published as JWKS files the service is
 /// configured with, and ID tokens signed with them.
@@ -45,7 +46,8 @@ struct FakeIdentityProviders {
 
     /// A Google ID token (RS256) with these claims; `nil` leaves a claim out.
     func googleToken(
-        subject: String, email: String?, emailVerified: Any? = true, now: Date, audience: String = FakeIdentityProviders.googleClientID,
+        subject: String, email: String?, emailVerified: Any? = true, now: Date,
+        audience: String = FakeIdentityProviders.googleClientID,
         issuer: String = "https://accounts.google.com", lifetime: TimeInterval = 3600, nonce: String? = nil,
         keyID: String = "google-1", algorithm: String = "RS256", signer: (([UInt8]) throws -> [UInt8])? = nil
     ) throws -> String {
@@ -70,9 +72,11 @@ struct FakeIdentityProviders {
             sign: { try appleKey.signature(for: $0) })
     }
 
-    static func token(header: [String: Any], claims: [String: Any?], sign: ([UInt8]) throws -> [UInt8]) throws -> String {
+    static func token(header: [String: Any], claims: [String: Any?], sign: ([UInt8]) throws -> [UInt8]) throws -> String
+    {
         let headerJSON = try JSONSerialization.data(withJSONObject: header, options: [.sortedKeys])
-        let claimsJSON = try JSONSerialization.data(withJSONObject: claims.compactMapValues { $0 }, options: [.sortedKeys])
+        let claimsJSON = try JSONSerialization.data(
+            withJSONObject: claims.compactMapValues { $0 }, options: [.sortedKeys])
         let input = Base64URL.encode(Array(headerJSON)) + "." + Base64URL.encode(Array(claimsJSON))
         return input + "." + Base64URL.encode(try sign(Array(input.utf8)))
     }
@@ -93,7 +97,8 @@ extension AuthServiceTests {
         }
 
         func socialLogin(
-            _ env: AuthTestEnvironment, _ provider: Habitflow_Auth_V1_SocialProvider, _ token: String, nonce: String = ""
+            _ env: AuthTestEnvironment, _ provider: Habitflow_Auth_V1_SocialProvider, _ token: String,
+            nonce: String = ""
         ) async throws -> Habitflow_Auth_V1_SocialLoginResponse {
             var request = Habitflow_Auth_V1_SocialLoginRequest()
             request.credential.provider = provider
@@ -119,25 +124,32 @@ extension AuthServiceTests {
                 #expect(first.user.timeZone == "Europe/Madrid")
                 #expect(first.user.username.hasPrefix("sam."))
                 _ = try await env.accessTokenVerifier().verify(first.tokens.accessToken, now: env.clock.now())
-                #expect(try await eventually {
-                    !env.events.events("habitflow.events.v1.UserCreated", aggregateID: first.user.id).isEmpty
-                })
+                #expect(
+                    try await eventually(timeout: .seconds(30)) {
+                        !env.events.events("habitflow.events.v1.UserCreated", aggregateID: first.user.id).isEmpty
+                    })
 
                 let again = try await socialLogin(env, .google, token)
                 #expect(!again.created)
                 #expect(again.user.id == first.user.id)
                 #expect(again.tokens.sessionID != first.tokens.sessionID)
                 // No password to guess.
-                #expect(await env.error { try await env.login(email: email, password: "anything at all") }?.code == .unauthenticated)
+                #expect(
+                    await env.error { try await env.login(email: email, password: "anything at all") }?.code
+                        == .unauthenticated)
                 var change = Habitflow_Auth_V1_ChangePasswordRequest()
                 change.currentPassword = "x"
                 change.newPassword = "a new password"
-                let options = CallOptions.onBehalf(of: UUID(uuidString: first.user.id)!, sessionID: first.tokens.sessionID)
-                #expect(await env.error { try await env.auth.changePassword(change, options: options) }?.code == .failedPrecondition)
+                let options = CallOptions.onBehalf(
+                    of: UUID(uuidString: first.user.id)!, sessionID: first.tokens.sessionID)
+                #expect(
+                    await env.error { try await env.auth.changePassword(change, options: options) }?.code
+                        == .failedPrecondition)
 
                 // The same local part again: another username.
                 let twin = "sam.\(first.user.username.dropFirst(4))@icloud.com"
-                let twinToken = try providers.googleToken(subject: "google-\(UUID().uuidString)", email: twin, now: env.clock.now())
+                let twinToken = try providers.googleToken(
+                    subject: "google-\(UUID().uuidString)", email: twin, now: env.clock.now())
                 let other = try await socialLogin(env, .google, twinToken)
                 #expect(other.created)
                 #expect(other.user.username != first.user.username)
@@ -165,7 +177,8 @@ extension AuthServiceTests {
                 let registered = try await env.register()
                 try await env.pool.execute("UPDATE users SET email_verified = true WHERE id = \(registered.id)")
                 let token = try providers.googleToken(
-                    subject: "google-\(UUID().uuidString)", email: registered.user.email.uppercased(), now: env.clock.now())
+                    subject: "google-\(UUID().uuidString)", email: registered.user.email.uppercased(),
+                    now: env.clock.now())
                 let response = try await socialLogin(env, .google, token)
                 #expect(!response.created)
                 #expect(response.user.id == registered.user.id)
@@ -188,7 +201,9 @@ extension AuthServiceTests {
                 #expect(!owner.user.passwordSet)
                 #expect(owner.user.emailVerified)
                 #expect(try await env.sessionState(squatter.tokens, userID: squatter.user.id) == .revoked)
-                #expect(await env.error { try await env.login(email: squatter.user.email, password: squatter.password) }?.code == .unauthenticated)
+                #expect(
+                    await env.error { try await env.login(email: squatter.user.email, password: squatter.password) }?
+                        .code == .unauthenticated)
             }
         }
 
@@ -199,12 +214,32 @@ extension AuthServiceTests {
                 let email = "x-\(UUID().uuidString.prefix(6).lowercased())@gmail.com"
                 let otherKey = try RSA.PrivateKey()
                 let cases: [(String, String)] = [
-                    ("wrong audience", try providers.googleToken(subject: "s", email: email, now: now, audience: "someone-else")),
-                    ("wrong issuer", try providers.googleToken(subject: "s", email: email, now: now, issuer: "https://evil.example")),
-                    ("expired", try providers.googleToken(subject: "s", email: email, now: now.addingTimeInterval(-7200))),
-                    ("signed by another key", try providers.googleToken(subject: "s", email: email, now: now, signer: { try otherKey.signature(for: $0) })),
-                    ("unknown key id", try providers.googleToken(subject: "s", email: email, now: now, keyID: "google-9")),
-                    ("alg none", try providers.googleToken(subject: "s", email: email, now: now, algorithm: "none", signer: { _ in [] })),
+                    (
+                        "wrong audience",
+                        try providers.googleToken(subject: "s", email: email, now: now, audience: "someone-else")
+                    ),
+                    (
+                        "wrong issuer",
+                        try providers.googleToken(subject: "s", email: email, now: now, issuer: "https://evil.example")
+                    ),
+                    (
+                        "expired",
+                        try providers.googleToken(subject: "s", email: email, now: now.addingTimeInterval(-7200))
+                    ),
+                    (
+                        "signed by another key",
+                        try providers.googleToken(
+                            subject: "s", email: email, now: now, signer: { try otherKey.signature(for: $0) })
+                    ),
+                    (
+                        "unknown key id",
+                        try providers.googleToken(subject: "s", email: email, now: now, keyID: "google-9")
+                    ),
+                    (
+                        "alg none",
+                        try providers.googleToken(
+                            subject: "s", email: email, now: now, algorithm: "none", signer: { _ in [] })
+                    ),
                     ("HS256", try providers.googleToken(subject: "s", email: email, now: now, algorithm: "HS256")),
                     ("garbage", "not.a.token"),
                 ]
@@ -214,7 +249,8 @@ extension AuthServiceTests {
                     #expect(error?.errorReason == "ID_TOKEN_INVALID", "\(name)")
                 }
                 let unverified = try providers.googleToken(subject: "s2", email: email, emailVerified: false, now: now)
-                #expect(await env.error { try await socialLogin(env, .google, unverified) }?.code == .failedPrecondition)
+                #expect(
+                    await env.error { try await socialLogin(env, .google, unverified) }?.code == .failedPrecondition)
                 let noEmail = try providers.googleToken(subject: "s3", email: nil, now: now)
                 #expect(await env.error { try await socialLogin(env, .google, noEmail) }?.code == .failedPrecondition)
 
@@ -235,19 +271,26 @@ extension AuthServiceTests {
                 let email = "del-\(UUID().uuidString.prefix(6).lowercased())@gmail.com"
                 let created = try await socialLogin(
                     env, .google, try providers.googleToken(subject: subject, email: email, now: env.clock.now()))
-                let options = CallOptions.onBehalf(of: UUID(uuidString: created.user.id)!, sessionID: created.tokens.sessionID)
+                let options = CallOptions.onBehalf(
+                    of: UUID(uuidString: created.user.id)!, sessionID: created.tokens.sessionID)
                 var request = Habitflow_Auth_V1_DeleteAccountRequest()
-                #expect(await env.error { try await env.auth.deleteAccount(request, options: options) }?.fieldViolations.map(\.field) == ["social_credential"])
+                #expect(
+                    await env.error { try await env.auth.deleteAccount(request, options: options) }?.fieldViolations
+                        .map(\.field) == ["social_credential"])
                 request.socialCredential.provider = .google
                 request.socialCredential.idToken = try providers.googleToken(
                     subject: "google-someone-else", email: email, now: env.clock.now())
-                #expect(await env.error { try await env.auth.deleteAccount(request, options: options) }?.code == .permissionDenied)
-                request.socialCredential.idToken = try providers.googleToken(subject: subject, email: email, now: env.clock.now())
+                #expect(
+                    await env.error { try await env.auth.deleteAccount(request, options: options) }?.code
+                        == .permissionDenied)
+                request.socialCredential.idToken = try providers.googleToken(
+                    subject: subject, email: email, now: env.clock.now())
                 _ = try await env.auth.deleteAccount(request, options: options)
                 #expect(try await env.sessionState(created.tokens, userID: created.user.id) == .notFound)
-                #expect(try await eventually {
-                    !env.events.events("habitflow.events.v1.UserDeleted", aggregateID: created.user.id).isEmpty
-                })
+                #expect(
+                    try await eventually(timeout: .seconds(30)) {
+                        !env.events.events("habitflow.events.v1.UserDeleted", aggregateID: created.user.id).isEmpty
+                    })
                 // Signing in again starts a new account.
                 let again = try await socialLogin(
                     env, .google, try providers.googleToken(subject: subject, email: email, now: env.clock.now()))

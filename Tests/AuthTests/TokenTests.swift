@@ -1,10 +1,11 @@
 import Foundation
-@testable import HabitFlowAuth
 import HabitFlowAuthProtos
 import HabitFlowCrypto
 import HabitFlowRPC
 import HabitFlowTokens
 import Testing
+
+@testable import HabitFlowAuth
 
 extension AuthServiceTests {
     @Suite("refresh tokens, access tokens and signing keys")
@@ -82,13 +83,15 @@ extension AuthServiceTests {
                 claims["sub"] = UUID().uuidString.lowercased()
                 let forgedPayload = Base64URL.encode(Array(try JSONSerialization.data(withJSONObject: claims)))
                 #expect(throws: TokenError.invalidSignature) {
-                    try verifier.verify([parts[0], forgedPayload, parts[2]].joined(separator: "."), now: env.clock.now())
+                    try verifier.verify(
+                        [parts[0], forgedPayload, parts[2]].joined(separator: "."), now: env.clock.now())
                 }
                 // One flipped bit of the signature.
                 var signature = try #require(Base64URL.decode(parts[2]))
                 signature[0] ^= 1
                 #expect(throws: TokenError.invalidSignature) {
-                    try verifier.verify([parts[0], parts[1], Base64URL.encode(signature)].joined(separator: "."), now: env.clock.now())
+                    try verifier.verify(
+                        [parts[0], parts[1], Base64URL.encode(signature)].joined(separator: "."), now: env.clock.now())
                 }
                 // alg none with the signature dropped.
                 let none = Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8))
@@ -98,12 +101,17 @@ extension AuthServiceTests {
                 // Signed by a key that is not ours, under our key id.
                 let keyID = try keyID(of: token)
                 let stranger = AccessTokenIssuer(
-                    signingKey: SigningKey(keyID: keyID, privateKey: try Ed25519.PrivateKey()), issuer: "habitflow-auth",
+                    signingKey: SigningKey(keyID: keyID, privateKey: try Ed25519.PrivateKey()),
+                    issuer: "habitflow-auth",
                     audience: "habitflow")
-                let strangers = try stranger.issue(subject: registered.user.id, sessionID: registered.tokens.sessionID, now: env.clock.now())
-                #expect(throws: TokenError.invalidSignature) { try verifier.verify(strangers.token, now: env.clock.now()) }
+                let strangers = try stranger.issue(
+                    subject: registered.user.id, sessionID: registered.tokens.sessionID, now: env.clock.now())
+                #expect(throws: TokenError.invalidSignature) {
+                    try verifier.verify(strangers.token, now: env.clock.now())
+                }
                 // Our token, shown to a verifier for another audience.
-                let otherAudience = AccessTokenVerifier(issuer: "habitflow-auth", audience: "someone-else", keys: verifier.keys)
+                let otherAudience = AccessTokenVerifier(
+                    issuer: "habitflow-auth", audience: "someone-else", keys: verifier.keys)
                 #expect(throws: TokenError.wrongAudience) { try otherAudience.verify(token, now: env.clock.now()) }
                 #expect(throws: TokenError.self) { try verifier.verify("garbage", now: env.clock.now()) }
             }
@@ -124,8 +132,10 @@ extension AuthServiceTests {
                 let firstKey = try keyID(of: first.tokens.accessToken)
 
                 env.clock.advance(by: .seconds(3600))
-                let published = try await env.authInternal.getVerificationKeys(Habitflow_Auth_V1_GetVerificationKeysRequest())
-                let pending = try #require(published.keys.first { $0.keyID != firstKey && $0.activateTime.date > env.clock.now() })
+                let published = try await env.authInternal.getVerificationKeys(
+                    Habitflow_Auth_V1_GetVerificationKeysRequest())
+                let pending = try #require(
+                    published.keys.first { $0.keyID != firstKey && $0.activateTime.date > env.clock.now() })
                 #expect(published.keys.contains { $0.keyID == firstKey })
                 // Not signing yet: verifiers must learn it first.
                 let beforeActivation = try await env.refresh(first.tokens.refreshToken)
@@ -136,7 +146,8 @@ extension AuthServiceTests {
                 #expect(try keyID(of: afterActivation.accessToken) == pending.keyID)
                 let verifier = try await env.accessTokenVerifier()
                 _ = try verifier.verify(afterActivation.accessToken, now: env.clock.now())
-                _ = try verifier.verify(beforeActivation.accessToken, now: env.clock.now())  // the old key still verifies
+                // The old key still verifies.
+                _ = try verifier.verify(beforeActivation.accessToken, now: env.clock.now())
                 let retired = try #require(
                     try await env.authInternal.getVerificationKeys(Habitflow_Auth_V1_GetVerificationKeysRequest()).keys
                         .first { $0.keyID == firstKey })
@@ -145,7 +156,8 @@ extension AuthServiceTests {
 
                 // A day after the switch no token of the old key is valid: it is no longer published.
                 env.clock.advance(by: .seconds(24 * 3600 + 60))
-                let later = try await env.authInternal.getVerificationKeys(Habitflow_Auth_V1_GetVerificationKeysRequest())
+                let later = try await env.authInternal.getVerificationKeys(
+                    Habitflow_Auth_V1_GetVerificationKeysRequest())
                 #expect(!later.keys.contains { $0.keyID == firstKey })
                 #expect(later.keys.contains { $0.keyID == pending.keyID })
                 let set = try JSONWebKeySet(json: Data(later.jwksJson.utf8))
@@ -165,12 +177,14 @@ extension AuthServiceTests {
                     let sealed = try row.decode(2, as: Data.self)
                     #expect(sealed.count == 12 + 32 + 16)
                     let seed = try AES256GCM.open(sealed, key: testKeyEncryptionKey, additionalData: Array(keyID.utf8))
-                    #expect(try Ed25519.PrivateKey(rawRepresentation: seed).publicKey.rawRepresentation == Array(publicKey))
+                    #expect(
+                        try Ed25519.PrivateKey(rawRepresentation: seed).publicKey.rawRepresentation == Array(publicKey))
                     #expect(throws: CryptoError.self) {
                         try AES256GCM.open(sealed, key: testKeyEncryptionKey, additionalData: Array("other".utf8))
                     }
                     #expect(throws: CryptoError.self) {
-                        try AES256GCM.open(sealed, key: [UInt8](repeating: 8, count: 32), additionalData: Array(keyID.utf8))
+                        try AES256GCM.open(
+                            sealed, key: [UInt8](repeating: 8, count: 32), additionalData: Array(keyID.utf8))
                     }
                 }
             }

@@ -28,12 +28,16 @@ struct AESGCMTests {
     func tampering() throws {
         let key = SecureRandom.bytes(32)
         let box = try AES256GCM.seal(Array("secret".utf8), key: key, additionalData: Array("key-1".utf8))
-        #expect(throws: CryptoError.self) { try AES256GCM.open(box, key: SecureRandom.bytes(32), additionalData: Array("key-1".utf8)) }
+        #expect(throws: CryptoError.self) {
+            try AES256GCM.open(box, key: SecureRandom.bytes(32), additionalData: Array("key-1".utf8))
+        }
         #expect(throws: CryptoError.self) { try AES256GCM.open(box, key: key, additionalData: Array("key-2".utf8)) }
         for index in [0, 12, box.count - 1] {
             var flipped = box
             flipped[index] ^= 0x01
-            #expect(throws: CryptoError.self) { try AES256GCM.open(flipped, key: key, additionalData: Array("key-1".utf8)) }
+            #expect(throws: CryptoError.self) {
+                try AES256GCM.open(flipped, key: key, additionalData: Array("key-1".utf8))
+            }
         }
         #expect(throws: CryptoError.self) { try AES256GCM.open(box.prefix(27), key: key) }
         #expect(throws: CryptoError.self) { try AES256GCM.seal([1], key: [1, 2, 3]) }

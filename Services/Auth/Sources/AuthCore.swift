@@ -71,7 +71,8 @@ struct AuthCore: Sendable {
         let (session, refreshToken) = try await SessionStore.open(
             userID: userID, device: device, clientAddress: clientAddress, now: now,
             lifetime: settings.refreshTokenLifetime, on: transaction)
-        return try tokens(for: session, refreshToken: refreshToken, refreshExpiresAt: session.expiresAt, key: key, now: now)
+        return try tokens(
+            for: session, refreshToken: refreshToken, refreshExpiresAt: session.expiresAt, key: key, now: now)
     }
 
     /// Opens a session in its own transaction, retrying once when a concurrent sign-in on the same device took the

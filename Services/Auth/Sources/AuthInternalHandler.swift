@@ -26,7 +26,8 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
             if let notAfter = key.notAfter { published.notAfter = Google_Protobuf_Timestamp(date: notAfter) }
             return published
         }
-        let keySet = JSONWebKeySet(keys: keys.map { VerificationKey(keyID: $0.keyID, publicKey: $0.publicKey).jsonWebKey })
+        let keySet = JSONWebKeySet(
+            keys: keys.map { VerificationKey(keyID: $0.keyID, publicKey: $0.publicKey).jsonWebKey })
         response.jwksJson = String(decoding: keySet.json(), as: UTF8.self)
         response.issuer = core.settings.issuer
         response.audience = core.settings.audience

@@ -17,7 +17,8 @@ public enum AuthService {
     /// The service with settings read from the environment (``AuthSettings/fromEnvironment(_:internalSecret:)``).
     public static func definition() -> ServiceDefinition {
         definition { runtime in
-            let (settings, warnings) = try AuthSettings.fromEnvironment(internalSecret: runtime.configuration.internalSecret)
+            let (settings, warnings) = try AuthSettings.fromEnvironment(
+                internalSecret: runtime.configuration.internalSecret)
             for warning in warnings { runtime.logger.warning("\(warning)") }
             return settings
         }

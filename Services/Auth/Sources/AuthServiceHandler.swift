@@ -78,7 +78,8 @@ struct AuthServiceHandler: Habitflow_Auth_V1_AuthService.Handler {
             account = try await UserStore.user(username: identifier, on: pool)
         }
         // Unknown accounts are counted under their identifier, so they are throttled exactly like real ones.
-        let accountKey = ThrottleKey(.loginAccount, account?.id.lowercasedString ?? "unknown:\(identifier.lowercased())")
+        let accountKey = ThrottleKey(
+            .loginAccount, account?.id.lowercasedString ?? "unknown:\(identifier.lowercased())")
         let address = core.clientAddress(context)
         let addressKey = ThrottleKey(.loginAddress, address)
         try await core.throttle.check([accountKey, addressKey])
@@ -200,7 +201,8 @@ struct AuthServiceHandler: Habitflow_Auth_V1_AuthService.Handler {
         let fields = try ProfileMask(request)
         var rules = FieldRules()
         let username = fields.username ? rules.username(request.user.username, field: "user.username") : nil
-        let displayName = fields.displayName ? rules.displayName(request.user.displayName, field: "user.display_name") : nil
+        let displayName =
+            fields.displayName ? rules.displayName(request.user.displayName, field: "user.display_name") : nil
         let timeZone = fields.timeZone ? rules.timeZone(request.user.timeZone, field: "user.time_zone") : nil
         try rules.throwIfInvalid()
 
@@ -213,8 +215,9 @@ struct AuthServiceHandler: Habitflow_Auth_V1_AuthService.Handler {
             // An empty display name falls back to the username, as at registration.
             if let displayName { next.displayName = displayName.isEmpty ? next.username : displayName }
             if let timeZone { next.timeZone = timeZone }
-            guard next.username != current.username || next.displayName != current.displayName
-                || next.timeZone != current.timeZone
+            guard
+                next.username != current.username || next.displayName != current.displayName
+                    || next.timeZone != current.timeZone
             else { return current }
             next.updatedAt = core.clock.now()
             try await UserStore.updateProfile(
@@ -296,7 +299,9 @@ struct AuthServiceHandler: Habitflow_Auth_V1_AuthService.Handler {
         rules.password(request.newPassword, field: "new_password", email: nil)
         try rules.throwIfInvalid()
         // Look first (hash outside the transaction), use up the token only with the new hash in hand.
-        guard let pending = try await OneTimeTokenStore.peek(presented: request.token, purpose: .passwordReset, now: core.clock.now(), on: pool),
+        guard
+            let pending = try await OneTimeTokenStore.peek(
+                presented: request.token, purpose: .passwordReset, now: core.clock.now(), on: pool),
             let user = try await UserStore.user(id: pending.userID, on: pool)
         else { throw Self.invalidToken }
         rules.password(request.newPassword, field: "new_password", email: user.email)
@@ -310,7 +315,8 @@ struct AuthServiceHandler: Habitflow_Auth_V1_AuthService.Handler {
                 used.userID == user.id
             else { throw Self.invalidToken }
             // The mail reached the owner of the address: it is verified, and every session ends.
-            try await UserStore.setPassword(id: user.id, hash: hash, verifiedEmail: true, updatedAt: now, on: transaction)
+            try await UserStore.setPassword(
+                id: user.id, hash: hash, verifiedEmail: true, updatedAt: now, on: transaction)
             try await SessionStore.revokeAll(userID: user.id, reason: .passwordReset, now: now, on: transaction)
         }
         try await core.throttle.reset(ThrottleKey(.loginAccount, user.id.lowercasedString))
@@ -464,7 +470,8 @@ struct ProfileMask {
             default:
                 violations.append(
                     FieldViolation(
-                        field: "update_mask", description: "\"\(path)\" cannot be updated (username, display_name, time_zone can)"))
+                        field: "update_mask",
+                        description: "\"\(path)\" cannot be updated (username, display_name, time_zone can)"))
             }
         }
         if request.updateMask.paths.isEmpty {

@@ -118,7 +118,9 @@ extension AuthSettings {
             return .seconds(seconds)
         }
         func list(_ name: String) -> [String] {
-            (value(name) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            (value(name) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+                !$0.isEmpty
+            }
         }
 
         let keyEncryptionKey: [UInt8]
@@ -129,9 +131,12 @@ extension AuthSettings {
             }
             keyEncryptionKey = Array(key)
         } else {
-            keyEncryptionKey = SHA256.hmac(key: Array(internalSecret.utf8), data: Array("habitflow-auth signing-key sealing".utf8))
+            keyEncryptionKey = SHA256.hmac(
+                key: Array(internalSecret.utf8), data: Array("habitflow-auth signing-key sealing".utf8))
             warnings.append(
-                "HABITFLOW_AUTH_KEY_ENCRYPTION_KEY is not set: signing keys are sealed with a key derived from the internal secret")
+                "HABITFLOW_AUTH_KEY_ENCRYPTION_KEY is not set: signing keys are sealed with a key derived from the "
+                    + "internal secret"
+            )
         }
 
         var settings = AuthSettings(keyEncryptionKey: keyEncryptionKey)

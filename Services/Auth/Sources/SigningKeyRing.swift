@@ -84,7 +84,11 @@ final class SigningKeyRing: Sendable {
             return cached.keys
         }
         let rows = try await pool.query(
-            "SELECT key_id, public_key, sealed_private_key, activate_at, not_after FROM signing_keys ORDER BY activate_at")
+            """
+            SELECT key_id, public_key, sealed_private_key, activate_at, not_after FROM signing_keys \
+            ORDER BY activate_at
+            """
+        )
         var keys: [StoredSigningKey] = []
         for row in rows {
             let keyID = try row.decode("key_id", as: String.self)
@@ -115,8 +119,15 @@ final class SigningKeyRing: Sendable {
         try await pool.transaction { transaction in
             try await transaction.execute("SELECT pg_advisory_xact_lock(hashtext('habitflow.auth.signing_keys'))")
             // Looked at again under the lock: another replica may have added the key meanwhile.
-            let schedule = try await transaction.query("SELECT key_id, activate_at FROM signing_keys ORDER BY activate_at")
-                .map { (keyID: try $0.decode("key_id", as: String.self), activateAt: try $0.decode("activate_at", as: Date.self)) }
+            let schedule = try await transaction.query(
+                "SELECT key_id, activate_at FROM signing_keys ORDER BY activate_at"
+            )
+            .map {
+                (
+                    keyID: try $0.decode("key_id", as: String.self),
+                    activateAt: try $0.decode("activate_at", as: Date.self)
+                )
+            }
             let lifetime = settings.accessTokenLifetime.timeInterval
             guard let active = schedule.last(where: { $0.activateAt <= now }) else {
                 // No key signs now: the very first key (no verifier knows any key yet, nothing to wait for), or only
@@ -135,7 +146,8 @@ final class SigningKeyRing: Sendable {
             try await insertKey(activateAt: activateAt, retireAt: nil, notAfter: nil, now: now, on: transaction)
             try await transaction.execute(
                 """
-                UPDATE signing_keys SET retire_at = \(activateAt), not_after = \(activateAt.addingTimeInterval(lifetime)) \
+                UPDATE signing_keys \
+                SET retire_at = \(activateAt), not_after = \(activateAt.addingTimeInterval(lifetime)) \
                 WHERE key_id = \(active.keyID)
                 """)
         }

@@ -170,9 +170,12 @@ final class SocialLogin: Sendable {
     /// The email's local part reduced to what usernames allow, 3 to 24 characters.
     static func usernameBase(fromEmail email: String) -> String {
         let local = email.prefix { $0 != "@" }.lowercased()
-        var base = String(local.unicodeScalars.filter { scalar in
-            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "_" || scalar == ".")
-        }.prefix(24))
+        var base = String(
+            local.unicodeScalars.filter { scalar in
+                scalar.isASCII
+                    && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "_"
+                        || scalar == ".")
+            }.prefix(24))
         if base.count < 3 { base = "user" }
         return base
     }

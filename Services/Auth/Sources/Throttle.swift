@@ -68,7 +68,8 @@ struct Throttle: Sendable {
         }
         if longestWait > 0 {
             throw RPCError.resourceExhausted(
-                "too many attempts; try again later", retryAfter: .milliseconds(Int64((longestWait * 1000).rounded(.up))))
+                "too many attempts; try again later",
+                retryAfter: .milliseconds(Int64((longestWait * 1000).rounded(.up))))
         }
     }
 
@@ -85,7 +86,8 @@ struct Throttle: Sendable {
                 failures = CASE WHEN t.window_started_at < \(windowStartedBefore) THEN 1 ELSE t.failures + 1 END, \
                 window_started_at = CASE WHEN t.window_started_at < \(windowStartedBefore) THEN \(now) \
                     ELSE t.window_started_at END, \
-                blocked_until = CASE WHEN t.window_started_at < \(windowStartedBefore) THEN NULL ELSE t.blocked_until END \
+                blocked_until = CASE WHEN t.window_started_at < \(windowStartedBefore) THEN NULL \
+                    ELSE t.blocked_until END \
             RETURNING failures
             """)
         let attempts = try row?.decode(0, as: Int.self) ?? 1

@@ -58,7 +58,9 @@ struct FieldRules {
         if bytes == 0 {
             fail(field, "is required")
         } else if !Self.passwordByteRange.contains(bytes) {
-            fail(field, "must be \(Self.passwordByteRange.lowerBound) to \(Self.passwordByteRange.upperBound) bytes long")
+            fail(
+                field, "must be \(Self.passwordByteRange.lowerBound) to \(Self.passwordByteRange.upperBound) bytes long"
+            )
         } else if password.utf8.contains(0) {
             fail(field, "must not contain NUL characters")
         } else if let email, !email.isEmpty, password.lowercased() == email.lowercased() {
@@ -126,7 +128,8 @@ struct FieldRules {
     static func isValidUsername(_ username: String) -> Bool {
         (3...30).contains(username.utf8.count)
             && username.utf8.allSatisfy { byte in
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
                     || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
                     || byte == UInt8(ascii: ".")
             }

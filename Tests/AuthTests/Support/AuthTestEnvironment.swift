@@ -1,5 +1,4 @@
 import Foundation
-@testable import HabitFlowAuth
 import HabitFlowAuthProtos
 import HabitFlowCrypto
 import HabitFlowEvents
@@ -13,9 +12,11 @@ import Logging
 import Synchronization
 import Testing
 
-/// Every suite that starts the auth service nests here and runs one test at a time: they share the auth schema,
-/// and some move their clock (a host with a clock a month ahead would send other tests' mail and expire their
-/// sessions).
+@testable import HabitFlowAuth
+
+/// Every suite that starts the auth service nests here and runs one test at a time: they share their database
+/// (``AuthTestDatabase``), and some move their clock (a host with a clock a month ahead would send other tests' mail
+/// and expire their sessions).
 @Suite("Auth service (real RPC, real Postgres)", .serialized)
 struct AuthServiceTests {}
 
@@ -32,6 +33,62 @@ final class ManualClock: AuthClock {
     func now() -> Date { current.withLock { $0 } }
     func advance(by duration: Duration) { current.withLock { $0 = $0.addingTimeInterval(duration.timeInterval) } }
     func advance(seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
+}
+
+/// Auth's tests run in a database of their own (`habitflow_auth_tests`, made on first use in the test cluster, with
+/// the auth schema owned by the auth role, as in Schemas/sql/roles.sql). Every auth host's outbox relay and mail
+/// sender deliver whatever is due in its schema, whichever test wrote it: the gateway's, SDK's and load tests' stacks
+/// route auth's events to habits and its mail to the log, these tests to a recorder and a fake mail server of their
+/// own, and sharing one schema would let each take the other's.
+actor AuthTestDatabase {
+    static let shared = AuthTestDatabase()
+    static let name = "habitflow_auth_tests"
+
+    private var prepared: String?
+
+    /// The auth role's URL for the tests' database, creating the database and schema the first time.
+    func url() async throws -> String {
+        if let prepared { return prepared }
+        let superuser = try TestEnvironment.superuserURL()
+        try await Self.withSuperuser(superuser) { connection in
+            let exists = try await connection.queryRow(
+                "SELECT 1 FROM pg_database WHERE datname = \(Self.name)") != nil
+            // Simple query protocol: CREATE DATABASE cannot run as a prepared statement in a transaction.
+            if !exists { try await connection.executeScript("CREATE DATABASE \(Self.name)") }
+        }
+        try await Self.withSuperuser(try Self.replacingDatabase(of: superuser)) { connection in
+            try await connection.executeScript(
+                """
+                CREATE SCHEMA IF NOT EXISTS auth AUTHORIZATION auth;
+                REVOKE ALL ON SCHEMA auth FROM PUBLIC;
+                REVOKE ALL ON SCHEMA public FROM PUBLIC;
+                GRANT CONNECT, TEMPORARY ON DATABASE \(Self.name) TO auth;
+                """)
+        }
+        let url = try Self.replacingDatabase(of: try TestEnvironment.serviceURL("auth"))
+        prepared = url
+        return url
+    }
+
+    private static func withSuperuser(_ url: String, _ body: (PostgresConnection) async throws -> Void) async throws {
+        var configuration = PostgresPool.Configuration(connectionString: url)
+        configuration.maximumConnections = 1
+        let pool = PostgresPool(configuration: configuration, logger: testLogger)
+        do {
+            try await pool.withConnection(body)
+        } catch {
+            await pool.shutdown()
+            throw error
+        }
+        await pool.shutdown()
+    }
+
+    /// `url` with the tests' database in place of the one it names.
+    static func replacingDatabase(of url: String) throws -> String {
+        var components = try #require(URLComponents(string: url))
+        components.path = "/\(name)"
+        return try #require(components.string)
+    }
 }
 
 /// The same on every test host: the signing keys table is shared, so every host must open every key.
@@ -75,7 +132,7 @@ struct AuthTestEnvironment {
         var settings = testSettings(clock: clock, smtpPort: smtp.port)
         configure(&settings)
         var configuration = ServiceConfiguration(
-            service: "auth", port: 0, databaseURL: try TestEnvironment.serviceURL("auth"),
+            service: "auth", port: 0, databaseURL: try await AuthTestDatabase.shared.url(),
             sqlDirectory: TestEnvironment.sqlRoot, internalSecret: testInternalSecret)
         configuration.logLevel = .warning
         for subscriber in ["habits", "goals", "social"] {
@@ -93,7 +150,8 @@ struct AuthTestEnvironment {
         let channel = try RPCChannel(
             configuration: RPCChannelConfiguration(host: "127.0.0.1", port: host.port),
             interceptors: [
-                InternalCredentialClientInterceptor(credential: InternalCredential(secret: testInternalSecret), caller: "gateway")
+                InternalCredentialClientInterceptor(
+                    credential: InternalCredential(secret: testInternalSecret), caller: "gateway")
             ],
             logger: testLogger)
         let environment = AuthTestEnvironment(
@@ -175,7 +233,7 @@ struct AuthTestEnvironment {
 
     /// The token in the newest mail to `recipient` (waits for it to arrive).
     func mailedToken(to recipient: String, subjectContaining subject: String) async throws -> String {
-        let arrived = try await eventually { smtp.messages(to: recipient).contains { $0.contains(subject) } }
+        let arrived = try await eventually(timeout: .seconds(30)) { smtp.messages(to: recipient).contains { $0.contains(subject) } }
         try #require(arrived, "no mail with \"\(subject)\" reached \(recipient)")
         let message = try #require(smtp.messages(to: recipient).last { $0.contains(subject) })
         let lines = message.components(separatedBy: "\r\n")

@@ -1,5 +1,4 @@
 import Foundation
-@testable import HabitFlowAuth
 import HabitFlowEvents
 import HabitFlowRPC
 import HabitFlowServiceKit
@@ -7,6 +6,8 @@ import HabitFlowTestSupport
 import NIOCore
 import NIOPosix
 import Synchronization
+
+@testable import HabitFlowAuth
 
 /// A mail server for tests (the one mock the rules allow): speaks enough SMTP on loopback to accept mail and
 /// records what arrives; it can also misbehave in the ways a client must survive.
@@ -32,54 +33,43 @@ final class FakeSMTPServer: Sendable {
     }
 
     let port: Int
-    private let server: NIOAsyncChannel<NIOAsyncChannel<String, ByteBuffer>, Never>
-    private let accepting: Task<Void, Never>
+    private let server: any Channel
     private let state: SMTPState
 
-    private final class SMTPState: Sendable {
+    fileprivate final class SMTPState: Sendable {
         let received = Mutex<[Received]>([])
         let behavior: Mutex<Behavior>
         let connections = Mutex(0)
         init(_ behavior: Behavior) { self.behavior = Mutex(behavior) }
     }
 
-    private init(
-        port: Int, server: NIOAsyncChannel<NIOAsyncChannel<String, ByteBuffer>, Never>, accepting: Task<Void, Never>,
-        state: SMTPState
-    ) {
+    private init(port: Int, server: any Channel, state: SMTPState) {
         self.port = port
         self.server = server
-        self.accepting = accepting
         self.state = state
     }
 
+    /// A plain channel handler per connection, not async channels: a connection the kernel accepted while the
+    /// server closes is then simply closed with it.
     static func start(behavior: Behavior = .accept) async throws -> FakeSMTPServer {
+        let state = SMTPState(behavior)
         let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .bind(host: "127.0.0.1", port: 0) { channel in
+            .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(SMTPLineDecoder()))
-                    return try NIOAsyncChannel<String, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    try channel.pipeline.syncOperations.addHandler(FakeSMTPConnection(state: state))
                 }
             }
-        let state = SMTPState(behavior)
-        let accepting = Task<Void, Never> {
-            _ = try? await server.executeThenClose { connections in
-                try await withThrowingDiscardingTaskGroup { group in
-                    for try await connection in connections {
-                        group.addTask { await Self.serve(connection, state: state) }
-                    }
-                }
-            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        guard let port = server.localAddress?.port else {
+            throw SMTPError(code: 0, reply: "no port", command: "bind")
         }
-        guard let port = server.channel.localAddress?.port else { throw SMTPError(code: 0, reply: "no port", command: "bind") }
-        return FakeSMTPServer(port: port, server: server, accepting: accepting, state: state)
+        return FakeSMTPServer(port: port, server: server, state: state)
     }
 
     func stop() async {
-        try? await server.channel.close()
-        accepting.cancel()
-        await accepting.value
+        try? await server.close()
     }
 
     var received: [Received] { state.received.withLock { $0 } }
@@ -92,65 +82,84 @@ final class FakeSMTPServer: Sendable {
         received.filter { $0.recipients.contains(recipient.lowercased()) }.map(\.data)
     }
 
-    private static func serve(_ connection: NIOAsyncChannel<String, ByteBuffer>, state: SMTPState) async {
-        state.connections.withLock { $0 += 1 }
-        let behavior = state.behavior.withLock { $0 }
-        try? await connection.executeThenClose { lines, out in
-            func reply(_ text: String) async throws { try await out.write(ByteBuffer(string: text + "\r\n")) }
-            if behavior == .silent {
-                for try await _ in lines {}
-                return
+    /// One SMTP conversation, line by line, on its channel's event loop.
+    private final class FakeSMTPConnection: ChannelInboundHandler {
+        typealias InboundIn = String
+        typealias OutboundOut = ByteBuffer
+
+        private let state: SMTPState
+        private var behavior = Behavior.accept
+        private var mail = Received(from: "", recipients: [], data: "", ehlo: "")
+        /// The message lines while inside DATA.
+        private var data: [String]?
+
+        init(state: SMTPState) { self.state = state }
+
+        func channelActive(context: ChannelHandlerContext) {
+            state.connections.withLock { $0 += 1 }
+            behavior = state.behavior.withLock { $0 }
+            switch behavior {
+            case .silent: break
+            case .hangUpAfterGreeting:
+                reply("220 fake.test ESMTP ready", context: context)
+                context.close(promise: nil)
+            default: reply("220 fake.test ESMTP ready", context: context)
             }
-            try await reply("220 fake.test ESMTP ready")
-            if behavior == .hangUpAfterGreeting { return }
-            var mail = Received(from: "", recipients: [], data: "", ehlo: "")
-            var iterator = lines.makeAsyncIterator()
-            while let line = try await iterator.next() {
-                let verb = line.prefix(4).uppercased()
-                switch verb {
-                case "EHLO", "HELO":
-                    mail.ehlo = String(line.dropFirst(5))
-                    try await reply("250-fake.test greets you")
-                    try await reply("250-8BITMIME")
-                    try await reply("250 SIZE 1000000")
-                case "MAIL":
-                    mail.from = envelopeAddress(line)
-                    try await reply("250 2.1.0 OK")
-                case "RCPT":
-                    if behavior == .rejectRecipients {
-                        try await reply("550 5.1.1 no such mailbox")
-                    } else {
-                        mail.recipients.append(envelopeAddress(line).lowercased())
-                        try await reply("250 2.1.5 OK")
-                    }
-                case "DATA":
-                    if behavior == .deferData {
-                        try await reply("421 4.3.2 try again later")
-                        continue
-                    }
-                    try await reply("354 end with <CRLF>.<CRLF>")
-                    var data: [String] = []
-                    while let dataLine = try await iterator.next(), dataLine != "." {
-                        data.append(dataLine.hasPrefix("..") ? String(dataLine.dropFirst()) : dataLine)
-                    }
-                    mail.data = data.joined(separator: "\r\n")
+            context.fireChannelActive()
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let line = unwrapInboundIn(data)
+            if behavior == .silent { return }
+            if var lines = self.data {
+                if line == "." {
+                    mail.data = lines.joined(separator: "\r\n")
                     let delivered = mail
                     state.received.withLock { $0.append(delivered) }
                     mail = Received(from: "", recipients: [], data: "", ehlo: mail.ehlo)
-                    try await reply("250 2.0.0 queued")
-                case "QUIT":
-                    try await reply("221 2.0.0 bye")
-                    return
-                default:
-                    try await reply("502 5.5.2 command not recognized")
+                    self.data = nil
+                    reply("250 2.0.0 queued", context: context)
+                } else {
+                    lines.append(line.hasPrefix("..") ? String(line.dropFirst()) : line)
+                    self.data = lines
                 }
+                return
+            }
+            switch line.prefix(4).uppercased() {
+            case "EHLO", "HELO":
+                mail.ehlo = String(line.dropFirst(5))
+                reply("250-fake.test greets you\r\n250-8BITMIME\r\n250 SIZE 1000000", context: context)
+            case "MAIL":
+                mail.from = Self.envelopeAddress(line)
+                reply("250 2.1.0 OK", context: context)
+            case "RCPT" where behavior == .rejectRecipients:
+                reply("550 5.1.1 no such mailbox", context: context)
+            case "RCPT":
+                mail.recipients.append(Self.envelopeAddress(line).lowercased())
+                reply("250 2.1.5 OK", context: context)
+            case "DATA" where behavior == .deferData:
+                reply("421 4.3.2 try again later", context: context)
+            case "DATA":
+                self.data = []
+                reply("354 end with <CRLF>.<CRLF>", context: context)
+            case "QUIT":
+                reply("221 2.0.0 bye", context: context)
+                context.close(promise: nil)
+            default:
+                reply("502 5.5.2 command not recognized", context: context)
             }
         }
-    }
 
-    private static func envelopeAddress(_ line: String) -> String {
-        guard let open = line.firstIndex(of: "<"), let close = line.lastIndex(of: ">"), open < close else { return "" }
-        return String(line[line.index(after: open)..<close])
+        private func reply(_ text: String, context: ChannelHandlerContext) {
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: text + "\r\n")), promise: nil)
+        }
+
+        private static func envelopeAddress(_ line: String) -> String {
+            guard let open = line.firstIndex(of: "<"), let close = line.lastIndex(of: ">"), open < close else {
+                return ""
+            }
+            return String(line[line.index(after: open)..<close])
+        }
     }
 }
 

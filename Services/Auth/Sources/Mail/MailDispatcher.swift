@@ -79,7 +79,8 @@ final class MailDispatcher: Sendable {
     func sendDue() async {
         do {
             while !Task.isCancelled {
-                let batch = try await MailOutboxStore.claimDue(now: clock.now(), lease: .seconds(120), limit: 20, on: pool)
+                let batch = try await MailOutboxStore.claimDue(
+                    now: clock.now(), lease: .seconds(120), limit: 20, on: pool)
                 if batch.isEmpty { return }
                 for mail in batch { try await deliver(mail) }
             }
@@ -92,7 +93,8 @@ final class MailDispatcher: Sendable {
 
     private func deliver(_ mail: OutgoingMail) async throws {
         do {
-            try await transport.send(MailMessage(from: sender, to: mail.recipient, subject: mail.subject, body: mail.body))
+            try await transport.send(
+                MailMessage(from: sender, to: mail.recipient, subject: mail.subject, body: mail.body))
             try await MailOutboxStore.delete(id: mail.id, on: pool)
         } catch let error as CancellationError {
             throw error
@@ -100,14 +102,18 @@ final class MailDispatcher: Sendable {
             let attempts = mail.attempts + 1
             if attempts >= Self.maximumAttempts {
                 logger.error(
-                    "giving up on a mail", metadata: ["mail_id": "\(mail.id)", "attempts": "\(attempts)", "error": "\(error)"])
+                    "giving up on a mail",
+                    metadata: ["mail_id": "\(mail.id)", "attempts": "\(attempts)", "error": "\(error)"])
                 try await MailOutboxStore.delete(id: mail.id, on: pool)
                 return
             }
             let delay = min(30.0 * pow(2.0, Double(attempts - 1)), 3600)
             logger.warning(
                 "mail delivery failed; will retry",
-                metadata: ["mail_id": "\(mail.id)", "attempts": "\(attempts)", "retry_in_s": "\(Int(delay))", "error": "\(error)"])
+                metadata: [
+                    "mail_id": "\(mail.id)", "attempts": "\(attempts)", "retry_in_s": "\(Int(delay))",
+                    "error": "\(error)",
+                ])
             try await MailOutboxStore.recordFailure(
                 id: mail.id, error: "\(error)", retryAt: clock.now().addingTimeInterval(delay), on: pool)
         }

@@ -176,7 +176,8 @@ enum SMTPText {
         if let open = text.lastIndex(of: "<"), let close = text.lastIndex(of: ">"), open < close {
             address = String(text[text.index(after: open)..<close])
         }
-        guard !address.isEmpty, address.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "<") && $0 != UInt8(ascii: ">") })
+        guard !address.isEmpty,
+            address.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "<") && $0 != UInt8(ascii: ">") })
         else {
             throw SMTPError(code: 0, reply: "not a deliverable address", command: "address")
         }
@@ -189,7 +190,8 @@ enum SMTPText {
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss '+0000'"
-        let body = message.body.replacingOccurrences(of: "\r\n", with: "\n").split(separator: "\n", omittingEmptySubsequences: false)
+        let body = message.body.replacingOccurrences(of: "\r\n", with: "\n").split(
+            separator: "\n", omittingEmptySubsequences: false)
         let plain = message.body.utf8.allSatisfy { $0 < 0x80 } && body.allSatisfy { $0.utf8.count <= 998 }
         var lines = [
             "From: \(headerSafe(message.from))",

@@ -54,7 +54,8 @@ enum OneTimeTokenStore {
             let row = try await transaction.queryRow(
                 """
                 UPDATE one_time_tokens SET used_at = \(now) \
-                WHERE token_hash = \(hash) AND purpose = \(purpose.rawValue) AND used_at IS NULL AND expires_at > \(now) \
+                WHERE token_hash = \(hash) AND purpose = \(purpose.rawValue) \
+                AND used_at IS NULL AND expires_at > \(now) \
                 RETURNING user_id, new_email
                 """)
         else { return nil }

@@ -91,7 +91,8 @@ enum SessionStore {
         let row = try await transaction.queryRow(
             """
             INSERT INTO sessions (id, user_id, device_id, device_name, client_address, created_at, last_used_at, \
-            expires_at) VALUES (\(UUID()), \(userID), \(device.id as UUID?), \(device.name), \(String(clientAddress.prefix(100))), \
+            expires_at) VALUES (\(UUID()), \(userID), \(device.id as UUID?), \(device.name), \
+            \(String(clientAddress.prefix(100))), \
             \(now), \(now), \(expiresAt)) RETURNING *
             """)
         guard let row else { throw AuthInvariantFailure("INSERT INTO sessions returned no row") }
@@ -130,7 +131,11 @@ enum SessionStore {
         }
         guard try token.decode("expires_at", as: Date.self) > now,
             try await transaction.queryRow(
-                "SELECT 1 FROM sessions WHERE id = \(sessionID) AND revoked_at IS NULL AND expires_at > \(now) FOR UPDATE")
+                """
+                SELECT 1 FROM sessions \
+                WHERE id = \(sessionID) AND revoked_at IS NULL AND expires_at > \(now) FOR UPDATE
+                """
+            )
                 != nil
         else { return .invalid }
         try await transaction.execute("UPDATE refresh_tokens SET used_at = \(now) WHERE token_hash = \(hash)")
@@ -154,7 +159,8 @@ enum SessionStore {
         try await database.execute(
             """
             UPDATE sessions SET revoked_at = \(now), revoke_reason = \(reason.rawValue) \
-            WHERE id = \(sessionID) AND (\(userID as UUID?)::uuid IS NULL OR user_id = \(userID as UUID?)) AND revoked_at IS NULL
+            WHERE id = \(sessionID) AND (\(userID as UUID?)::uuid IS NULL OR user_id = \(userID as UUID?)) \
+            AND revoked_at IS NULL
             """) == 1
     }
 
@@ -166,7 +172,8 @@ enum SessionStore {
         try await database.execute(
             """
             UPDATE sessions SET revoked_at = \(now), revoke_reason = \(reason.rawValue) \
-            WHERE user_id = \(userID) AND revoked_at IS NULL AND (\(keeping as UUID?)::uuid IS NULL OR id <> \(keeping as UUID?))
+            WHERE user_id = \(userID) AND revoked_at IS NULL \
+            AND (\(keeping as UUID?)::uuid IS NULL OR id <> \(keeping as UUID?))
             """)
     }
 
@@ -185,7 +192,8 @@ enum SessionStore {
             SELECT * FROM sessions s \
             WHERE s.user_id = \(userID) AND s.revoked_at IS NULL AND s.expires_at > \(now) \
             AND (\(after as UUID?)::uuid IS NULL OR (s.last_used_at, s.id) < \
-                (SELECT c.last_used_at, c.id FROM sessions c WHERE c.id = \(after as UUID?) AND c.user_id = \(userID))) \
+                (SELECT c.last_used_at, c.id FROM sessions c \
+                WHERE c.id = \(after as UUID?) AND c.user_id = \(userID))) \
             ORDER BY s.last_used_at DESC, s.id DESC LIMIT \(limit)
             """
         ).map(SessionRecord.init(row:))

@@ -76,7 +76,8 @@ enum UserStore {
     }
 
     static func users(ids: [UUID], on database: some PostgresQueryable) async throws -> [UserRecord] {
-        try await database.query("SELECT * FROM user_accounts WHERE id = ANY(\(ids)) ORDER BY id").map(UserRecord.init(row:))
+        try await database.query("SELECT * FROM user_accounts WHERE id = ANY(\(ids)) ORDER BY id").map(
+            UserRecord.init(row:))
     }
 
     static func users(emails: [String], usernames: [String], on database: some PostgresQueryable) async throws
@@ -97,11 +98,12 @@ enum UserStore {
     static func insert(_ user: UserRecord, on transaction: PostgresTransaction) async throws {
         do {
             try await transaction.execute(
-                    """
-                    INSERT INTO users (id, email, email_verified, username, display_name, time_zone, password_hash, \
-                    created_at, updated_at) VALUES (\(user.id), \(user.email), \(user.emailVerified), \(user.username), \
-                    \(user.displayName), \(user.timeZone), \(user.passwordHash), \(user.createdAt), \(user.updatedAt))
-                    """)
+                """
+                INSERT INTO users (id, email, email_verified, username, display_name, time_zone, password_hash, \
+                created_at, updated_at) VALUES (\(user.id), \(user.email), \(user.emailVerified), \(user.username), \
+                \(user.displayName), \(user.timeZone), \(user.passwordHash as String?), \(user.createdAt), \
+                \(user.updatedAt))
+                """)
         } catch let error as PostgresError where error.kind == .uniqueViolation {
             throw takenError(error)
         }
@@ -114,10 +116,10 @@ enum UserStore {
     ) async throws {
         do {
             try await transaction.execute(
-                    """
-                    UPDATE users SET username = \(username), display_name = \(displayName), time_zone = \(timeZone), \
-                    updated_at = \(updatedAt) WHERE id = \(id)
-                    """)
+                """
+                UPDATE users SET username = \(username), display_name = \(displayName), time_zone = \(timeZone), \
+                updated_at = \(updatedAt) WHERE id = \(id)
+                """)
         } catch let error as PostgresError where error.kind == .uniqueViolation {
             throw takenError(error)
         }
@@ -128,8 +130,9 @@ enum UserStore {
     ) async throws {
         try await transaction.execute(
             """
-            UPDATE users SET password_hash = \(hash), email_verified = coalesce(\(verifiedEmail), email_verified), \
-            updated_at = \(updatedAt) WHERE id = \(id)
+            UPDATE users SET password_hash = \(hash as String?), \
+            email_verified = coalesce(\(verifiedEmail as Bool?), email_verified), updated_at = \(updatedAt) \
+            WHERE id = \(id)
             """)
     }
 
@@ -137,9 +140,9 @@ enum UserStore {
     static func setEmail(id: UUID, email: String, updatedAt: Date, on transaction: PostgresTransaction) async throws {
         do {
             try await transaction.execute(
-                    """
-                    UPDATE users SET email = \(email), email_verified = true, updated_at = \(updatedAt) WHERE id = \(id)
-                    """)
+                """
+                UPDATE users SET email = \(email), email_verified = true, updated_at = \(updatedAt) WHERE id = \(id)
+                """)
         } catch let error as PostgresError where error.kind == .uniqueViolation {
             throw takenError(error)
         }
@@ -175,7 +178,7 @@ enum UserStore {
         try await transaction.execute(
             """
             INSERT INTO social_identities (provider, subject, user_id, email, created_at) \
-            VALUES (\(provider), \(subject), \(userID), \(email), \(now))
+            VALUES (\(provider), \(subject), \(userID), \(email as String?), \(now))
             """)
     }
 
@@ -185,7 +188,8 @@ enum UserStore {
     {
         try await database.queryRow(
             """
-            SELECT 1 FROM social_identities WHERE user_id = \(userID) AND provider = \(provider) AND subject = \(subject)
+            SELECT 1 FROM social_identities \
+            WHERE user_id = \(userID) AND provider = \(provider) AND subject = \(subject)
             """) != nil
     }
 
