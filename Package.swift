@@ -17,7 +17,10 @@ let swiftSettings: [SwiftSetting] = [
 let package = Package(
     name: "HabitFlow",
     platforms: [.macOS(.v15)],
-    products: [],
+    products: [
+        // The client SDK for apps (Shared/SDK): sign-in, automatic token refresh, typed calls for every public RPC.
+        .library(name: "HabitFlowSDK", targets: ["HabitFlowSDK"])
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
@@ -295,11 +298,13 @@ let package = Package(
             dependencies: [
                 "HabitFlowAuth",
                 "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
                 "HabitFlowServiceKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Benchmarks/AuthBenchmark",
             swiftSettings: swiftSettings
@@ -362,6 +367,7 @@ let package = Package(
                 "HabitFlowGRPCSideServiceProtos",
                 "HabitFlowGatewayProtos",
                 "HabitFlowHabitsProtos",
+                "HabitFlowPublicAPI",
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
                 "HabitFlowRPCServer",
@@ -379,6 +385,62 @@ let package = Package(
             name: "habitflow-gateway",
             dependencies: ["HabitFlowGateway", "HabitFlowServiceKit"],
             path: "Services/Gateway/Main",
+            swiftSettings: swiftSettings
+        ),
+
+        // Container health check of the compose stack (grpc.health.v1 Check; exit status 0 when SERVING).
+        .executableTarget(
+            name: "habitflow-healthcheck",
+            dependencies: [
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tools/HealthCheck",
+            swiftSettings: swiftSettings
+        ),
+
+        // The same habits RPC directly and through the gateway (Benchmarks/gateway.sh); prints figures.
+        .executableTarget(
+            name: "gateway-benchmark",
+            dependencies: [
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowSDK",
+                "HabitFlowServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/GatewayBenchmark",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Client SDK (what apps link: talks to the gateway only)
+
+        // What the gateway and the SDK must agree on about the public API (which methods need no access token).
+        .target(
+            name: "HabitFlowPublicAPI",
+            dependencies: ["HabitFlowAuthProtos"],
+            path: "Shared/API",
+            swiftSettings: swiftSettings
+        ),
+
+        .target(
+            name: "HabitFlowSDK",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowPublicAPI",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowTLS",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Shared/SDK",
             swiftSettings: swiftSettings
         ),
 
@@ -588,6 +650,57 @@ let package = Package(
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/AuthTests",
+            swiftSettings: swiftSettings
+        ),
+        // Starts auth, habits and the gateway in-process on free ports, against the test Postgres.
+        .target(
+            name: "HabitFlowStackTestSupport",
+            dependencies: [
+                "HabitFlowAuth",
+                "HabitFlowAuthProtos",
+                "HabitFlowGateway",
+                "HabitFlowHabits",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                "HabitFlowTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/StackSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
+                "HabitFlowGRPCProtos",
+                "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowGateway",
+                "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowRPCClient",
+                "HabitFlowServiceKit",
+                "HabitFlowStackTestSupport",
+                "HabitFlowTestSupport",
+                "HabitFlowTokens",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            path: "Tests/GatewayTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SDKTests",
+            dependencies: [
+                "HabitFlowAuthProtos",
+                "HabitFlowHabitsProtos",
+                "HabitFlowRPC",
+                "HabitFlowSDK",
+                "HabitFlowStackTestSupport",
+                "HabitFlowTestSupport",
+            ],
+            path: "Tests/SDKTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -19,23 +19,10 @@ log "building auth-benchmark (release)"
 swift build -c release --product auth-benchmark --scratch-path "$scratch" >&2
 benchmark="$scratch/release/auth-benchmark"
 
-workdir=$(mktemp -d /tmp/habitflow-authbench.XXXXXX)
-chmod 755 "$workdir"
-cleanup() {
-    pg_stop "$workdir/postgres"
-    rm -rf "$workdir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
-pg_init "$workdir/postgres" "$password"
-for attempt in 1 2 3; do
-    port=$(pg_free_port)
-    if pg_start "$workdir/postgres" "$port" "$workdir/postgres.log"; then break; fi
-    ((attempt < 3)) || { cat "$workdir/postgres.log" >&2; exit 1; }
-done
-pg_create_database "$workdir/postgres" "$port" habitflow
+pg_workdir habitflow-authbench
+workdir=$PG_WORKDIR
+pg_start_throwaway "$workdir/postgres" "$workdir/postgres.log"
+port=$PG_PORT
 log "Postgres on 127.0.0.1:$port; $seconds s per phase, $concurrency concurrent logins"
 
 "$benchmark" --url "postgresql://auth:$(service_db_password auth)@127.0.0.1:$port/habitflow" \

@@ -20,23 +20,11 @@ log "building postgres-benchmark (release)"
 swift build -c release --product postgres-benchmark --scratch-path "$scratch" >&2
 benchmark="$scratch/release/postgres-benchmark"
 
-workdir=$(mktemp -d /tmp/habitflow-pgbench.XXXXXX)
-chmod 755 "$workdir"
-cleanup() {
-    pg_stop "$workdir/postgres"
-    rm -rf "$workdir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+pg_workdir habitflow-pgbench
+workdir=$PG_WORKDIR
 
-password=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
-pg_init "$workdir/postgres" "$password"
-for attempt in 1 2 3; do
-    port=$(pg_free_port)
-    if pg_start "$workdir/postgres" "$port" "$workdir/postgres.log"; then break; fi
-    ((attempt < 3)) || { cat "$workdir/postgres.log" >&2; exit 1; }
-done
-pg_create_database "$workdir/postgres" "$port" habitflow
+pg_start_throwaway "$workdir/postgres" "$workdir/postgres.log"
+port=$PG_PORT password=$PG_PASSWORD
 pg_psql "$workdir/postgres" "$port" --dbname=habitflow --set=rows="$rows" <<'SQL'
 CREATE TABLE bench_select (id int8 PRIMARY KEY, value text NOT NULL);
 INSERT INTO bench_select SELECT n, 'value ' || n FROM generate_series(1, :rows) AS n;

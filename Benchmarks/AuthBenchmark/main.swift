@@ -5,11 +5,13 @@
 import Foundation
 import HabitFlowAuth
 import HabitFlowAuthProtos
+import HabitFlowCrypto
 import HabitFlowRPC
 import HabitFlowRPCClient
 import HabitFlowServiceKit
 import Logging
 import NIOCore
+import NIOPosix
 
 struct Options {
     var databaseURL = ""
@@ -106,73 +108,117 @@ func loginLoad(_ client: Habitflow_Auth_V1_AuthService.Client, email: String, pa
     }
 }
 
-let options: Options
+/// How long one bcrypt verification at the production cost takes on one otherwise idle thread: the ceiling of
+/// logins per second per core.
+func bcryptMilliseconds(samples: Int) async throws -> Latencies {
+    let thread = NIOThreadPool(numberOfThreads: 1)
+    thread.start()
+    let hash = try BCrypt.hash("benchmark password")
+    var latencies = Latencies()
+    for _ in 0..<samples {
+        latencies.samples.append(
+            try await thread.runIfActive {
+                let started = ContinuousClock.now
+                _ = BCrypt.verify("benchmark password", against: hash)
+                return milliseconds(ContinuousClock.now - started)
+            })
+    }
+    try await thread.shutdownGracefully()
+    return latencies
+}
+
+/// The machine's 1-minute load average (other processes share the cores; the figures depend on it).
+func loadAverage() -> String {
+    (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first.map(String.init) ?? "?"
+}
+
+/// Starts the service in-process, then measures the three phases and prints them.
+func runBenchmark(_ options: Options) async throws {
+    var logger = Logger(label: "auth-benchmark")
+    // Errors only: the outbox relay retries delivering UserCreated to habits, goals and social, which do not run here.
+    logger.logLevel = .error
+    let secret = "auth-benchmark-secret"
+    var settings = AuthSettings(keyEncryptionKey: (0..<32).map { UInt8($0) })
+    settings.maintenanceInterval = nil
+    var configuration = ServiceConfiguration(
+        service: "auth", port: 0, databaseURL: options.databaseURL, sqlDirectory: options.sqlDirectory,
+        internalSecret: secret)
+    configuration.logLevel = .error
+    configuration.databasePoolSize = 16
+    let host = try await ServiceHost.start(
+        AuthService.definition(settings: settings), configuration: configuration, logger: logger)
+
+    func makeChannel() throws -> RPCChannel {
+        try RPCChannel(
+            configuration: RPCChannelConfiguration(host: "127.0.0.1", port: host.port),
+            interceptors: [
+                InternalCredentialClientInterceptor(credential: InternalCredential(secret: secret), caller: "gateway")
+            ],
+            logger: logger)
+    }
+    // Separate connections for the probe and the load, as separate gateway replicas would have.
+    let probeChannel = try makeChannel()
+    let loadChannel = try makeChannel()
+    let auth = Habitflow_Auth_V1_AuthService.Client(transport: loadChannel)
+    let authInternal = Habitflow_Auth_V1_AuthInternal.Client(transport: probeChannel)
+
+    let email = "bench-\(UUID().uuidString.prefix(8).lowercased())@example.com"
+    let password = "benchmark password"
+    var register = Habitflow_Auth_V1_RegisterRequest()
+    register.email = email
+    register.username = "bench_\(UUID().uuidString.prefix(8))"
+    register.password = password
+    let registered = try await auth.register(register)
+    var session = Habitflow_Auth_V1_CheckSessionRequest()
+    session.sessionID = registered.tokens.sessionID
+    session.userID = registered.user.id
+
+    let clock = ContinuousClock()
+    let phase = Duration.seconds(options.seconds)
+    // Warm-up: connections, prepared statements, the key cache.
+    _ = try await probe(authInternal, session: session, until: clock.now + .seconds(1), pause: options.probePause)
+    _ = try await loginLoad(auth, email: email, password: password, concurrency: 2, until: clock.now + .seconds(1))
+
+    let cores = System.coreCount
+    print(
+        "auth benchmark: \(cores) cores, bcrypt cost \(settings.bcryptCost) on \(cores) hashing threads, "
+            + "\(options.seconds) s per phase, load average \(loadAverage()) at start")
+    let bcrypt = try await bcryptMilliseconds(samples: 8)
+    print(
+        String(
+            format: "one bcrypt verify (cost 12): p50 %.0f ms on one thread = %.1f logins/s per core at most",
+            bcrypt.percentile(0.5), 1000 / bcrypt.percentile(0.5)))
+
+    let loginsAlone = try await loginLoad(
+        auth, email: email, password: password, concurrency: options.loginConcurrency, until: clock.now + phase)
+    let loginRate = Double(loginsAlone.samples.count) / Double(options.seconds)
+    print(
+        String(
+            format: "logins (%d concurrent):     %7.1f logins/s = %.1f per core; login p50 %.0f ms, p99 %.0f ms",
+            options.loginConcurrency, loginRate, loginRate / Double(cores), loginsAlone.percentile(0.5),
+            loginsAlone.percentile(0.99)))
+
+    let alone = try await probe(authInternal, session: session, until: clock.now + phase, pause: options.probePause)
+    print("CheckSession alone:          \(alone.summary)")
+
+    let end = clock.now + phase
+    async let underLoad = probe(authInternal, session: session, until: end, pause: options.probePause)
+    async let load = loginLoad(
+        auth, email: email, password: password, concurrency: options.loginConcurrency, until: end)
+    let (loaded, concurrentLogins) = try await (underLoad, load)
+    let concurrentRate = Double(concurrentLogins.samples.count) / Double(options.seconds)
+    print("CheckSession during logins:  \(loaded.summary)  (meanwhile \(String(format: "%.1f", concurrentRate)) logins/s)")
+    print("load average at the end: \(loadAverage())")
+
+    await probeChannel.close()
+    await loadChannel.close()
+    await host.shutdown()
+}
+
 do {
-    options = try Options(arguments: CommandLine.arguments)
-} catch {
-    FileHandle.standardError.write(Data("auth-benchmark: \(error)\nusage: auth-benchmark --url URL [--sql-dir DIR] [--seconds N] [--login-concurrency N]\n".utf8))
+    try await runBenchmark(try Options(arguments: CommandLine.arguments))
+} catch let error as UsageError {
+    FileHandle.standardError.write(
+        Data("auth-benchmark: \(error)\nusage: auth-benchmark --url URL [--sql-dir DIR] [--seconds N] [--login-concurrency N]\n".utf8))
     exit(64)
 }
-
-var logger = Logger(label: "auth-benchmark")
-logger.logLevel = .warning
-let secret = "auth-benchmark-secret"
-var settings = AuthSettings(keyEncryptionKey: (0..<32).map { UInt8($0) })
-settings.maintenanceInterval = nil
-var configuration = ServiceConfiguration(
-    service: "auth", port: 0, databaseURL: options.databaseURL, sqlDirectory: options.sqlDirectory, internalSecret: secret)
-configuration.logLevel = .warning
-configuration.databasePoolSize = 16
-let host = try await ServiceHost.start(AuthService.definition(settings: settings), configuration: configuration, logger: logger)
-
-func makeChannel() throws -> RPCChannel {
-    try RPCChannel(
-        configuration: RPCChannelConfiguration(host: "127.0.0.1", port: host.port),
-        interceptors: [InternalCredentialClientInterceptor(credential: InternalCredential(secret: secret), caller: "gateway")],
-        logger: logger)
-}
-// Separate connections for the probe and the load, as separate gateway replicas would have.
-let probeChannel = try makeChannel()
-let loadChannel = try makeChannel()
-let auth = Habitflow_Auth_V1_AuthService.Client(transport: loadChannel)
-let authInternal = Habitflow_Auth_V1_AuthInternal.Client(transport: probeChannel)
-
-let email = "bench-\(UUID().uuidString.prefix(8).lowercased())@example.com"
-let password = "benchmark password"
-var register = Habitflow_Auth_V1_RegisterRequest()
-register.email = email
-register.username = "bench_\(UUID().uuidString.prefix(8))"
-register.password = password
-let registered = try await auth.register(register)
-var session = Habitflow_Auth_V1_CheckSessionRequest()
-session.sessionID = registered.tokens.sessionID
-session.userID = registered.user.id
-
-let clock = ContinuousClock()
-let phase = Duration.seconds(options.seconds)
-// Warm-up: connections, prepared statements, the key cache.
-_ = try await probe(authInternal, session: session, until: clock.now + .seconds(1), pause: options.probePause)
-_ = try await loginLoad(auth, email: email, password: password, concurrency: 2, until: clock.now + .seconds(1))
-
-let cores = System.coreCount
-print("auth benchmark: \(cores) cores, bcrypt cost \(settings.bcryptCost) on \(cores) hashing threads, \(options.seconds) s per phase")
-
-let loginsAlone = try await loginLoad(
-    auth, email: email, password: password, concurrency: options.loginConcurrency, until: clock.now + phase)
-let loginRate = Double(loginsAlone.samples.count) / Double(options.seconds)
-print(String(format: "logins (%d concurrent):    %7.1f logins/s = %.1f per core; login p50 %.0f ms, p99 %.0f ms",
-             options.loginConcurrency, loginRate, loginRate / Double(cores), loginsAlone.percentile(0.5),
-             loginsAlone.percentile(0.99)))
-
-let alone = try await probe(authInternal, session: session, until: clock.now + phase, pause: options.probePause)
-print("CheckSession alone:          \(alone.summary)")
-
-let end = clock.now + phase
-async let underLoad = probe(authInternal, session: session, until: end, pause: options.probePause)
-async let load = loginLoad(auth, email: email, password: password, concurrency: options.loginConcurrency, until: end)
-let (loaded, concurrentLogins) = try await (underLoad, load)
-print("CheckSession during logins:  \(loaded.summary)  (meanwhile \(String(format: "%.1f", Double(concurrentLogins.samples.count) / Double(options.seconds))) logins/s)")
-
-await probeChannel.close()
-await loadChannel.close()
-await host.shutdown()

@@ -1,1 +1,271 @@
-print("placeholder")
+// habits-benchmark: the week view and mark-done of a running habits service (habitflow-habits), for a user with 15
+// habits and five years of daily entries, at the given concurrencies. Run by Benchmarks/habits.sh, which starts a
+// throwaway Postgres and the service.
+//
+//   habits-benchmark --port PORT --database-url URL --secret SECRET [--seconds 10] [--concurrency 1,32]
+//                    [--service-pid PID] [--postgres-pid POSTMASTER_PID]
+//
+// Seeds through the API (user, habits) and SQL (five years of entries in one INSERT ... SELECT), then prints one
+// line per run: workload, concurrency, requests, requests/s, p50 and p99 latency in ms as the client saw it, errors,
+// and the CPU time per request of the service, of Postgres (postmaster and backends) and of this client.
+import Foundation
+import HabitFlowHabitsProtos
+import HabitFlowPostgres
+import HabitFlowRPC
+import HabitFlowRPCClient
+import HabitFlowServiceKit
+import Logging
+import Synchronization
+
+var options = ["--seconds": "10", "--concurrency": "1,32", "--secret": ServiceConfiguration.localDevelopmentSecret]
+var arguments = CommandLine.arguments.dropFirst()
+while let name = arguments.popFirst(), let value = arguments.popFirst() { options[name] = value }
+guard let port = options["--port"].flatMap(Int.init), let databaseURL = options["--database-url"],
+    let secret = options["--secret"], let seconds = options["--seconds"].flatMap(Int.init)
+else {
+    FileHandle.standardError.write(
+        Data("usage: habits-benchmark --port PORT --database-url URL [--secret S] [--seconds N] [--concurrency 1,32]\n".utf8))
+    exit(64)
+}
+let concurrencies = (options["--concurrency"] ?? "1,32").split(separator: ",").compactMap { Int($0) }
+let servicePID = options["--service-pid"].flatMap(Int32.init)
+let postmasterPID = options["--postgres-pid"].flatMap(Int32.init)
+var logger = Logger(label: "habits-benchmark")
+logger.logLevel = .warning
+
+func progress(_ message: String) {
+    FileHandle.standardError.write(Data("habits-benchmark: \(message)\n".utf8))
+}
+
+let channel = try RPCChannel(
+    configuration: RPCChannelConfiguration(host: "127.0.0.1", port: port),
+    interceptors: [InternalCredentialClientInterceptor(credential: InternalCredential(secret: secret), caller: "gateway")],
+    logger: logger)
+let api = Habitflow_Habits_V1_HabitsService.Client(transport: channel)
+var poolConfiguration = PostgresPool.Configuration(connectionString: databaseURL)
+poolConfiguration.maximumConnections = 2
+let pool = PostgresPool(configuration: poolConfiguration, logger: logger)
+
+// MARK: Seeding
+
+/// A user with 15 habits (targets 1...7) and, per habit, one entry a day for the five years up to yesterday.
+func seedUser(yearsOfEntries: Int) async throws -> (user: UUID, habits: [String]) {
+    let user = UUID()
+    let options = CallOptions.onBehalf(of: user)
+    var habits: [String] = []
+    for index in 1...15 {
+        let habit = try await api.createHabit(
+            .with {
+                $0.name = "Habit \(index)"
+                $0.weeklyTarget = Int32(index % 7 + 1)
+            }, options: options)
+        habits.append(habit.id)
+    }
+    guard yearsOfEntries > 0 else { return (user, habits) }
+    // Backdate the habits so the history is theirs, then add the entries in one statement.
+    try await pool.execute(
+        """
+        UPDATE habits SET live_from = live_from - make_interval(years => \(Int32(yearsOfEntries)))::interval \
+        WHERE user_id = \(user)
+        """)
+    try await pool.execute(
+        """
+        UPDATE habit_targets SET week_start = date_trunc('week', week_start - make_interval(years => \(Int32(yearsOfEntries))))::date \
+        WHERE user_id = \(user)
+        """)
+    let inserted = try await pool.execute(
+        """
+        INSERT INTO entries (user_id, id, habit_id, local_date, value, created_at, change_seq) \
+        SELECT h.user_id, gen_random_uuid(), h.id, d::date, 1, now(), 0 \
+        FROM habits h, generate_series(current_date - make_interval(years => \(Int32(yearsOfEntries))), current_date - 1, '1 day') AS d \
+        WHERE h.user_id = \(user)
+        """)
+    try await pool.execute("ANALYZE entries")
+    progress("seeded user \(user) with 15 habits and \(inserted) entries")
+    return (user, habits)
+}
+
+// MARK: Measuring
+
+/// CPU seconds (user + system) of a process, from /proc/PID/stat; 0 when it cannot be read.
+func cpuSeconds(_ pid: Int32) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let end = stat.lastIndex(of: ")")
+    else { return 0 }
+    // After "pid (comm)": state is field 3, so utime (14) and stime (15) are the 12th and 13th after the name.
+    let fields = stat[stat.index(after: end)...].split(separator: " ")
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// The postmaster's CPU plus that of its children (the backends serving the service and this client).
+func postgresCPUSeconds(_ postmaster: Int32) -> Double {
+    let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    var total = cpuSeconds(postmaster)
+    for name in processes {
+        guard let pid = Int32(name), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { continue }
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        if fields.count > 1, Int32(fields[1]) == postmaster { total += cpuSeconds(pid) }
+    }
+    return total
+}
+
+/// CPU seconds used so far by the service, Postgres and this process.
+func cpuNow() -> (service: Double, postgres: Double, client: Double) {
+    (
+        servicePID.map(cpuSeconds) ?? 0,
+        postmasterPID.map(postgresCPUSeconds) ?? 0,
+        cpuSeconds(getpid())
+    )
+}
+
+/// Latencies in nanoseconds, merged from the workers.
+final class Samples: Sendable {
+    private let state = Mutex<(latencies: [Int64], errors: Int)>(([], 0))
+
+    func add(_ latencies: [Int64], errors: Int) {
+        state.withLock {
+            $0.latencies += latencies
+            $0.errors += errors
+        }
+    }
+
+    var result: (latencies: [Int64], errors: Int) { state.withLock { $0 } }
+}
+
+enum Workload: String { case weekView = "week-view", markDone = "mark-done" }
+
+/// Runs `concurrency` workers for a 2 s warm-up and `seconds` of measurement, each calling one request after another.
+func measure(_ workload: Workload, user: UUID, habits: [String], concurrency: Int, label: String) async throws {
+    let clock = ContinuousClock()
+    let warmUpEnd = clock.now + .seconds(2)
+    let end = warmUpEnd + .seconds(seconds)
+    let samples = Samples()
+    let options = CallOptions.onBehalf(of: user, timeout: .seconds(10))
+    let cpu = CPUWindow()
+    await withTaskGroup(of: Void.self) { group in
+        group.addTask {
+            // CPU is read at the end of the warm-up and at the end of the run.
+            try? await clock.sleep(until: warmUpEnd)
+            cpu.mark(cpuNow())
+            try? await clock.sleep(until: end)
+            cpu.mark(cpuNow())
+        }
+        for worker in 0..<concurrency {
+            group.addTask {
+                var latencies: [Int64] = []
+                var errors = 0
+                var iteration = worker
+                while clock.now < end {
+                    let started = clock.now
+                    do {
+                        switch workload {
+                        case .weekView:
+                            _ = try await api.getWeek(.init(), options: options)
+                        case .markDone:
+                            _ = try await api.markHabitDone(
+                                .with { $0.habitID = habits[iteration % habits.count] }, options: options)
+                        }
+                        let finished = clock.now
+                        if started >= warmUpEnd {
+                            let (secondsPart, attoseconds) = (finished - started).components
+                            latencies.append(secondsPart * 1_000_000_000 + attoseconds / 1_000_000_000)
+                        }
+                    } catch {
+                        if started >= warmUpEnd { errors += 1 }
+                    }
+                    iteration += 1
+                }
+                samples.add(latencies, errors: errors)
+            }
+        }
+    }
+    let (latencies, errors) = samples.result
+    let sorted = latencies.sorted()
+    func percentile(_ fraction: Double) -> Double {
+        guard !sorted.isEmpty else { return 0 }
+        let rank = Int((fraction * Double(sorted.count)).rounded(.up)) - 1
+        return Double(sorted[max(0, min(rank, sorted.count - 1))]) / 1_000_000
+    }
+    let rate = Double(sorted.count) / Double(seconds)
+    let used = cpu.used
+    func perRequest(_ seconds: Double) -> String {
+        sorted.isEmpty ? "-" : String(Int((seconds / Double(sorted.count) * 1_000_000).rounded()))
+    }
+    printRow([
+        label, String(concurrency), String(sorted.count), String(Int(rate.rounded())),
+        String(format: "%.2f", percentile(0.50)), String(format: "%.2f", percentile(0.99)), String(errors),
+        perRequest(used.service), perRequest(used.postgres), perRequest(used.client),
+    ])
+}
+
+/// The CPU readings at the start and the end of a measurement.
+final class CPUWindow: Sendable {
+    private let marks = Mutex<[(service: Double, postgres: Double, client: Double)]>([])
+
+    func mark(_ reading: (service: Double, postgres: Double, client: Double)) { marks.withLock { $0.append(reading) } }
+
+    var used: (service: Double, postgres: Double, client: Double) {
+        marks.withLock { marks in
+            guard let first = marks.first, let last = marks.last, marks.count >= 2 else { return (0, 0, 0) }
+            return (last.service - first.service, last.postgres - first.postgres, last.client - first.client)
+        }
+    }
+}
+
+let columnWidths = [24, 11, 9, 7, 8, 8, 6, 13, 14, 12]
+
+func printRow(_ cells: [String]) {
+    var line = ""
+    for (index, cell) in cells.enumerated() {
+        let width = columnWidths[index]
+        let padding = String(repeating: " ", count: max(0, width - cell.count))
+        line += index == 0 ? cell + padding : " " + padding + cell
+    }
+    print(line)
+}
+
+/// The plans of the week view's queries for the seeded user: index range scans whose cost does not depend on the
+/// length of the history.
+func explainWeekQueries(user: UUID) async throws {
+    let plans: [(String, PostgresQuery)] = [
+        (
+            "entries of the week",
+            """
+            EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT habit_id, local_date, count(*) FROM entries \
+            WHERE user_id = \(user) AND local_date BETWEEN current_date - 6 AND current_date AND deleted_at IS NULL \
+            GROUP BY habit_id, local_date
+            """
+        ),
+        (
+            "habits live in the week",
+            """
+            EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT * FROM habit_details WHERE user_id = ANY(\([user])) \
+            AND live_from <= current_date AND (deleted_on IS NULL OR deleted_on > current_date) ORDER BY user_id, created_seq
+            """
+        ),
+    ]
+    for (name, query) in plans {
+        progress("plan of the week view's \(name):")
+        for row in try await pool.query(query) { progress("  " + (try row.decode(0, as: String.self))) }
+    }
+}
+
+let seeded = try await seedUser(yearsOfEntries: 5)
+let fresh = try await seedUser(yearsOfEntries: 0)
+try await explainWeekQueries(user: seeded.user)
+printRow([
+    "workload", "concurrency", "requests", "req/s", "p50 ms", "p99 ms", "errors", "service µs/req",
+    "Postgres µs/req", "client µs/req",
+])
+for concurrency in concurrencies {
+    try await measure(.weekView, user: seeded.user, habits: seeded.habits, concurrency: concurrency, label: "week view (5 years)")
+}
+try await measure(.weekView, user: fresh.user, habits: fresh.habits, concurrency: 1, label: "week view (no history)")
+for concurrency in concurrencies {
+    try await measure(.markDone, user: seeded.user, habits: seeded.habits, concurrency: concurrency, label: "mark done")
+}
+await channel.close()
+await pool.shutdown()

@@ -41,14 +41,8 @@ public struct RPCMetricsInterceptor: ServerInterceptor {
         }
         do {
             try await next()
-        } catch let error as RPCError {
-            code = error.code
-            throw error
-        } catch is CancellationError {
-            code = .cancelled
-            throw CancellationError()
         } catch {
-            code = .unknown
+            code = RPCStatusCode(endingWith: error)
             throw error
         }
     }

@@ -49,17 +49,19 @@ private func flipping(_ bytes: [UInt8], at index: Int) -> [UInt8] {
     return bytes
 }
 
-/// Runs the openssl command line in `directory`; fails the test with its output when it fails.
-private func openssl(_ arguments: [String], in directory: String) throws -> String {
-    let result = try runSynchronously("/usr/bin/openssl", arguments, directory: directory)
+/// Runs the openssl command line on a thread of its own (key generation takes a while, and a blocked cooperative
+/// thread would slow every other test); fails the test with its output when it fails.
+private func openssl(_ arguments: [String]) async throws -> String {
+    let result = try await run("/usr/bin/openssl", arguments)
     try #require(result.status == 0, "openssl \(arguments.joined(separator: " ")): \(result.output)")
     return result.output
 }
 
-/// What the openssl command line made: a key pair (`key.pem` in `directory`, for more openssl commands) and its
-/// SHA-256 signature of `message`, in openssl's own encoding (DER for ECDSA).
+/// What the openssl command line made: a key pair (`keyPath`, for more openssl commands) and its SHA-256 signature of
+/// `message`, in openssl's own encoding (DER for ECDSA), in `directory`.
 private struct OpenSSLSignature {
     var directory: String
+    var keyPath: String
     var message: [UInt8]
     var signature: [UInt8]
 }
@@ -69,18 +71,21 @@ private struct OpenSSLSignature {
 private func withOpenSSLSignature(
     algorithm: String,
     keyOption: String,
-    _ body: (OpenSSLSignature) throws -> Void
-) throws {
+    _ body: (OpenSSLSignature) async throws -> Void
+) async throws {
     let directory = FileManager.default.temporaryDirectory
         .appendingPathComponent("habitflow-crypto-\(UUID().uuidString)").path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    _ = try openssl(["genpkey", "-algorithm", algorithm, "-pkeyopt", keyOption, "-out", "key.pem"], in: directory)
+    let keyPath = "\(directory)/key.pem"
+    _ = try await openssl(["genpkey", "-algorithm", algorithm, "-pkeyopt", keyOption, "-out", keyPath])
     let message = "signed by openssl \(UUID())"
     try message.write(toFile: "\(directory)/message", atomically: true, encoding: .utf8)
-    _ = try openssl(["dgst", "-sha256", "-sign", "key.pem", "-out", "signature", "message"], in: directory)
+    _ = try await openssl(
+        ["dgst", "-sha256", "-sign", keyPath, "-out", "\(directory)/signature", "\(directory)/message"])
     let signature = Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/signature")))
-    try body(OpenSSLSignature(directory: directory, message: Array(message.utf8), signature: signature))
+    try await body(
+        OpenSSLSignature(directory: directory, keyPath: keyPath, message: Array(message.utf8), signature: signature))
 }
 
 private func bytes(hex: String) -> [UInt8] {
@@ -157,9 +162,9 @@ struct RSATests {
     }
 
     @Test("verifies a signature made by the openssl command line")
-    func opensslSignature() throws {
-        try withOpenSSLSignature(algorithm: "RSA", keyOption: "rsa_keygen_bits:3072") { made in
-            let modulusLine = try openssl(["rsa", "-in", "key.pem", "-noout", "-modulus"], in: made.directory)
+    func opensslSignature() async throws {
+        try await withOpenSSLSignature(algorithm: "RSA", keyOption: "rsa_keygen_bits:3072") { made in
+            let modulusLine = try await openssl(["rsa", "-in", made.keyPath, "-noout", "-modulus"])
             let modulus = bytes(
                 hex: String(modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst("Modulus=".count)))
             let key = try RSA.PublicKey(modulus: modulus, exponent: [1, 0, 1])
@@ -242,10 +247,10 @@ struct P256Tests {
     }
 
     @Test("verifies a signature made by the openssl command line (DER converted to r || s)")
-    func opensslSignature() throws {
-        try withOpenSSLSignature(algorithm: "EC", keyOption: "ec_paramgen_curve:P-256") { made in
-            _ = try openssl(
-                ["pkey", "-in", "key.pem", "-pubout", "-outform", "DER", "-out", "public.der"], in: made.directory)
+    func opensslSignature() async throws {
+        try await withOpenSSLSignature(algorithm: "EC", keyOption: "ec_paramgen_curve:P-256") { made in
+            _ = try await openssl(
+                ["pkey", "-in", made.keyPath, "-pubout", "-outform", "DER", "-out", "\(made.directory)/public.der"])
             // SubjectPublicKeyInfo for P-256 ends with the 65-byte uncompressed point.
             let point = Array(try Data(contentsOf: URL(fileURLWithPath: "\(made.directory)/public.der")).suffix(65))
             try #require(point.first == 0x04)

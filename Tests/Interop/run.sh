@@ -21,16 +21,4 @@ if [ "$#" -eq 0 ]; then
 fi
 
 export PYTHONDONTWRITEBYTECODE=1
-# unittest, with the plain closing line "N passed, N failed, N skipped" that CI reads.
-exec "$PYTHON" - "$@" <<'PY'
-import sys
-import unittest
-
-suite = unittest.defaultTestLoader.loadTestsFromNames(sys.argv[1:])
-result = unittest.TextTestRunner(verbosity=2).run(suite)
-failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
-skipped = len(result.skipped)
-passed = result.testsRun - failed - skipped
-print(f"interop: {passed} passed, {failed} failed, {skipped} skipped")
-sys.exit(0 if result.wasSuccessful() and result.testsRun > 0 else 1)
-PY
+exec "$PYTHON" ../../scripts/lib/run_unittests.py interop "$@"

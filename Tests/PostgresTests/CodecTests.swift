@@ -62,6 +62,10 @@ extension PostgresIntegrationTests {
             try await withPool(try TestEnvironment.superuserURL()) { pool in
                 _ = try await roundTrip(pool, UUID(), as: "uuid")
                 _ = try await roundTrip(pool, UUID(uuidString: "00000000-0000-0000-0000-000000000000")!, as: "uuid")
+                for text in ["ffffffff-ffff-ffff-ffff-ffffffffffff", "0123ABCD-4567-89ef-aBcD-0123456789AB"] {
+                    let id = UUID(uuidString: text)!
+                    #expect(try await roundTrip(pool, id, as: "uuid") == id)
+                }
                 for text in ["0", "-1.5", "12345678901234567890.123456789012345678", "-0.00000000000000000000000000000001",
                     "99999999999999999999999999999999999999", "1000000000000000000000000000000000000000000000"]
                 {

@@ -86,38 +86,9 @@ private struct ProxiedBackend {
         let proxied = try await ProxiedBackend.start()
         let client = Grpc_Testing_TestService.Client(transport: proxied.client)
 
-        let response = try await client.unaryCall(
-            .with {
-                $0.responseSize = 314_159
-                $0.payload = .with { $0.body = Data(count: 271_828) }
-            })
-        #expect(response.payload.body.count == 314_159)
-
-        let sizes: [Int32] = [31415, 9, 2653, 58979]
-        var received: [Int] = []
-        for try await message in try await client.streamingOutputCall(
-            .with { $0.responseParameters = sizes.map { size in .with { $0.size = size } } })
-        {
-            received.append(message.payload.body.count)
-        }
-        #expect(received == sizes.map(Int.init))
-
-        let uploads = [27182, 8, 1828, 45904].map { size in
-            Grpc_Testing_StreamingInputCallRequest.with { $0.payload = .with { $0.body = Data(count: size) } }
-        }
-        #expect(try await client.streamingInputCall(requests: AsyncArray(uploads)).aggregatedPayloadSize == 74922)
-
-        // Ping-pong: each request goes out only after the previous response came back through the proxy.
-        let (requests, continuation) = requestStream(of: Grpc_Testing_StreamingOutputCallRequest.self)
-        var iterator = try await client.fullDuplexCall(requests: requests).makeAsyncIterator()
-        for size in sizes {
-            continuation.yield(.with { $0.responseParameters = [.with { $0.size = size }] })
-            #expect(try await iterator.next()?.payload.body.count == Int(size))
-        }
-        continuation.finish()
-        #expect(try await iterator.next() == nil)
-
-        #expect(proxied.prepared.value == ["UnaryCall", "StreamingOutputCall", "StreamingInputCall", "FullDuplexCall"])
+        try await exerciseAllFourKinds(client)
+        #expect(
+            proxied.prepared.value == ["UnaryCall", "EmptyCall", "StreamingOutputCall", "StreamingInputCall", "FullDuplexCall"])
         await proxied.stop()
     }
 

@@ -25,37 +25,7 @@ struct RPCClientTests {
         let channel = try makeChannel(ports: [server.port])
         let client = Grpc_Testing_TestService.Client(transport: channel)
 
-        // Unary.
-        let response = try await client.unaryCall(payloadRequest(size: 271_828, responseSize: 314_159))
-        #expect(response.payload.body.count == 314_159)
-        _ = try await client.emptyCall(Grpc_Testing_Empty())
-
-        // Server streaming.
-        let sizes: [Int32] = [31415, 9, 2653, 58979]
-        let stream = try await client.streamingOutputCall(
-            .with { $0.responseParameters = sizes.map { size in .with { $0.size = size } } })
-        var received: [Int] = []
-        for try await message in stream { received.append(message.payload.body.count) }
-        #expect(received == sizes.map(Int.init))
-
-        // Client streaming.
-        let uploads = [27182, 8, 1828, 45904].map { size in
-            Grpc_Testing_StreamingInputCallRequest.with { $0.payload = .with { $0.body = Data(count: size) } }
-        }
-        let aggregate = try await client.streamingInputCall(requests: AsyncArray(uploads))
-        #expect(aggregate.aggregatedPayloadSize == 74922)
-
-        // Bidirectional ping-pong: each request is sent only after the previous response arrived.
-        let (requests, continuation) = requestStream(of: Grpc_Testing_StreamingOutputCallRequest.self)
-        let responses = try await client.fullDuplexCall(requests: requests)
-        var iterator = responses.makeAsyncIterator()
-        for size in sizes {
-            continuation.yield(.with { $0.responseParameters = [.with { $0.size = size }] })
-            let message = try await iterator.next()
-            #expect(message?.payload.body.count == Int(size))
-        }
-        continuation.finish()
-        #expect(try await iterator.next() == nil)
+        try await exerciseAllFourKinds(client)
 
         await channel.close()
         await server.shutdown()

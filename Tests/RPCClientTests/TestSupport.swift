@@ -9,6 +9,7 @@ import Logging
 import NIOCore
 import SwiftProtobuf
 import Synchronization
+import Testing
 
 let quietLogger = Logger(label: "rpc-client-tests", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -154,4 +155,40 @@ struct AsyncArray<Element: Sendable>: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(remaining: elements[...]) }
+}
+
+/// Unary, server-streaming, client-streaming and bidirectional ping-pong calls with large and small messages, each
+/// checked: what every transport (a server, a proxy) must carry.
+func exerciseAllFourKinds(_ client: Grpc_Testing_TestService.Client) async throws {
+    let response = try await client.unaryCall(
+        .with {
+            $0.responseSize = 314_159
+            $0.payload = .with { $0.body = Data(count: 271_828) }
+        })
+    #expect(response.payload.body.count == 314_159)
+    _ = try await client.emptyCall(Grpc_Testing_Empty())
+
+    let sizes: [Int32] = [31415, 9, 2653, 58979]
+    var received: [Int] = []
+    for try await message in try await client.streamingOutputCall(
+        .with { $0.responseParameters = sizes.map { size in .with { $0.size = size } } })
+    {
+        received.append(message.payload.body.count)
+    }
+    #expect(received == sizes.map(Int.init))
+
+    let uploads = [27182, 8, 1828, 45904].map { size in
+        Grpc_Testing_StreamingInputCallRequest.with { $0.payload = .with { $0.body = Data(count: size) } }
+    }
+    #expect(try await client.streamingInputCall(requests: AsyncArray(uploads)).aggregatedPayloadSize == 74922)
+
+    // Ping-pong: each request goes out only after the previous response came back.
+    let (requests, continuation) = requestStream(of: Grpc_Testing_StreamingOutputCallRequest.self)
+    var iterator = try await client.fullDuplexCall(requests: requests).makeAsyncIterator()
+    for size in sizes {
+        continuation.yield(.with { $0.responseParameters = [.with { $0.size = size }] })
+        #expect(try await iterator.next()?.payload.body.count == Int(size))
+    }
+    continuation.finish()
+    #expect(try await iterator.next() == nil)
 }

@@ -326,7 +326,7 @@ struct AccessTokenTests {
     func fromPublishedKeySet() throws {
         let current = try SigningKey.generate()
         let previous = try SigningKey.generate()
-        let foreign = JSONWebKey(keyID: "rsa", publicKey: .rsa(try RSA.PrivateKey().publicKey))
+        let foreign = JSONWebKey(keyID: "ec", publicKey: .p256(try P256.PrivateKey().publicKey))
         let published = JSONWebKeySet(keys: [
             current.verificationKey().jsonWebKey, previous.verificationKey().jsonWebKey, foreign,
         ])

@@ -84,8 +84,8 @@ final class KeySetServer: Sendable {
         switch path {
         case "/jwks", "/jwks?v=1": return .body(keySet, chunked: false)
         case "/jwks-chunked": return .body(keySet, chunked: true)
-        case "/huge": return .body([UInt8](repeating: UInt8(ascii: " "), count: 2 << 20), chunked: false)
-        case "/huge-chunked": return .body([UInt8](repeating: UInt8(ascii: " "), count: 2 << 20), chunked: true)
+        case "/huge": return .body([UInt8](repeating: UInt8(ascii: " "), count: (1 << 20) + 1), chunked: false)
+        case "/huge-chunked": return .body([UInt8](repeating: UInt8(ascii: " "), count: (1 << 20) + 1), chunked: true)
         case "/not-json": return .body(Array("<html>hello</html>".utf8), chunked: false)
         case "/redirect": return .status(.found)
         case "/broken": return .status(.internalServerError)
@@ -174,7 +174,7 @@ struct KeySetFetchTests {
     @Test("loads a key set over HTTPS, with a content length or chunked, and with a query")
     func loadsOverHTTPS() async throws {
         try await withKeySetServer { server in
-            let key = try ProviderKey.rsa(kid: "k1")
+            let key = try ProviderKey.p256(kid: "k1")
             server.serve(JSONWebKeySet(keys: [key.jsonWebKey]))
             for path in ["/jwks", "/jwks-chunked", "/jwks?v=1"] {
                 let set = try await JWKSSource.url(server.url(path), trustRoots: testTrustRoots).load()
@@ -279,7 +279,7 @@ struct KeySetFetchTests {
             #expect(await keys.loadCount == 2)
 
             // A kid nobody publishes: one more fetch, then unknown.
-            let strayToken = try ProviderKey.rsa(kid: "stray").token(claims: googleClaims())
+            let strayToken = try ProviderKey.p256(kid: "stray").token(claims: googleClaims())
             let error = await tokenError { () async throws(TokenError) in
                 try await verifier.verify(strayToken, provider: "google", now: referenceNow)
             }
@@ -295,8 +295,8 @@ struct KeySetFetchTests {
     @Test("refetches are rate-limited, and concurrent callers share one fetch")
     func rateLimit() async throws {
         try await withKeySetServer { server in
-            let oldKey = try ProviderKey.rsa(kid: "old")
-            let newKey = try ProviderKey.rsa(kid: "new")
+            let oldKey = try ProviderKey.p256(kid: "old")
+            let newKey = try ProviderKey.p256(kid: "new")
             server.serve(JSONWebKeySet(keys: [oldKey.jsonWebKey]))
             let keys = JWKSProvider(source: .url(server.url("/jwks"), trustRoots: testTrustRoots))
             #expect(keys.refetchInterval == .seconds(60))
@@ -338,7 +338,7 @@ struct KeySetFetchTests {
             }
             #expect(server.requestCount("/broken") == 1)
 
-            let key = try ProviderKey.rsa(kid: "k")
+            let key = try ProviderKey.p256(kid: "k")
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json")
                 .path
             try JSONWebKeySet(keys: [key.jsonWebKey]).json().write(to: URL(fileURLWithPath: path))
@@ -355,7 +355,7 @@ struct KeySetFetchTests {
     func maximumAge() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("jwks-\(UUID().uuidString).json").path
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let first = JSONWebKeySet(keys: [try ProviderKey.rsa(kid: "first").jsonWebKey])
+        let first = JSONWebKeySet(keys: [try ProviderKey.p256(kid: "first").jsonWebKey])
         let second = JSONWebKeySet(keys: [try ProviderKey.p256(kid: "second").jsonWebKey])
         func publish(_ set: JSONWebKeySet) throws { try set.json().write(to: URL(fileURLWithPath: path)) }
 

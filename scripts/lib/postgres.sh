@@ -50,6 +50,40 @@ pg_start() {
         start >/dev/null
 }
 
+# pg_workdir PREFIX: makes a temporary folder, in PG_WORKDIR, for a throwaway cluster (PG_WORKDIR/postgres). When the
+# script exits, also on failure or Ctrl-C, the function `before_cleanup` runs if the script defines one, the cluster
+# stops and the folder goes.
+pg_workdir() {
+    PG_WORKDIR=$(mktemp -d "/tmp/$1.XXXXXX")
+    chmod 755 "$PG_WORKDIR"
+    trap _pg_workdir_cleanup EXIT
+    trap 'exit 130' INT TERM
+}
+
+_pg_workdir_cleanup() {
+    if declare -F before_cleanup >/dev/null; then before_cleanup || true; fi
+    pg_stop "$PG_WORKDIR/postgres"
+    rm -rf "$PG_WORKDIR"
+}
+
+# pg_start_throwaway DATA_DIR LOG_FILE: creates a cluster in DATA_DIR with a random superuser password (PG_PASSWORD),
+# starts it on a free loopback port (PG_PORT) and creates the habitflow database with the service roles and schemas.
+# A free port can be taken between choosing and binding it, so it tries a few.
+pg_start_throwaway() {
+    local data_dir=$1 log_file=$2 attempt
+    PG_PASSWORD=$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
+    pg_init "$data_dir" "$PG_PASSWORD"
+    for attempt in 1 2 3; do
+        PG_PORT=$(pg_free_port)
+        if pg_start "$data_dir" "$PG_PORT" "$log_file"; then
+            pg_create_database "$data_dir" "$PG_PORT" habitflow
+            return 0
+        fi
+    done
+    cat "$log_file" >&2
+    return 1
+}
+
 # pg_stop DATA_DIR: fast shutdown (rolls back open transactions); quiet when nothing runs.
 pg_stop() {
     local data_dir=$1

@@ -1,13 +1,13 @@
 internal import Foundation
 internal import HabitFlowAuthProtos
+internal import HabitFlowEvents
+internal import HabitFlowOutbox
 internal import HabitFlowPostgres
 internal import HabitFlowRPC
 internal import HabitFlowServiceKit
 internal import HabitFlowTokens
 internal import Logging
 internal import SwiftProtobuf
-internal import HabitFlowEvents
-internal import HabitFlowOutbox
 
 /// A state the code relies on did not hold (a statement returned no row where one must exist). The host answers
 /// `INTERNAL` with a correlation id and logs this.

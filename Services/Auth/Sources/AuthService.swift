@@ -1,6 +1,6 @@
-public import HabitFlowServiceKit
 internal import HabitFlowAuthProtos
 internal import HabitFlowRPC
+public import HabitFlowServiceKit
 internal import Logging
 
 /// The auth service: accounts, passwords, sessions and tokens, reset, email change, social login, account deletion

@@ -1,10 +1,10 @@
 internal import Foundation
 internal import HabitFlowAuthProtos
+internal import HabitFlowEvents
 internal import HabitFlowPostgres
 internal import HabitFlowRPC
-internal import SwiftProtobuf
 internal import HabitFlowServiceKit
-internal import HabitFlowEvents
+internal import SwiftProtobuf
 
 /// `habitflow.auth.v1.AuthService`: the public API, reached through the gateway.
 struct AuthServiceHandler: Habitflow_Auth_V1_AuthService.Handler {

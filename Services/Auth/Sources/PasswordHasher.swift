@@ -1,10 +1,10 @@
 internal import HabitFlowCrypto
+internal import NIOCore
 internal import NIOPosix
 internal import Synchronization
 
 #if canImport(Glibc)
 internal import Glibc
-internal import NIOCore
 #endif
 
 /// bcrypt on a dedicated thread pool.
@@ -63,7 +63,8 @@ public final class PasswordHasher: Sendable {
         }
     }
 
-    private func dummy() async throws -> String {
+    /// The dummy hash, made on first use.
+    func dummy() async throws -> String {
         if let dummy = dummyHash.withLock({ $0 }) { return dummy }
         let made = try await hash(String(decoding: SecureRandom.bytes(16).map { ($0 % 26) + 97 }, as: UTF8.self))
         return dummyHash.withLock { stored in

@@ -1,9 +1,9 @@
 internal import Foundation
 internal import HabitFlowCrypto
 internal import HabitFlowPostgres
+internal import HabitFlowTokens
 internal import Logging
 internal import Synchronization
-internal import HabitFlowTokens
 
 /// An Ed25519 key that signs access tokens, with its schedule.
 struct StoredSigningKey: Sendable {

@@ -93,7 +93,7 @@ struct Throttle: Sendable {
             let blockedUntil = now.addingTimeInterval(delay.timeInterval)
             try await pool.execute(
                 """
-                UPDATE throttle_state SET blocked_until = GREATEST(coalesce(blocked_until, \(blockedUntil)), \(blockedUntil)) \
+                UPDATE throttle_state SET blocked_until = GREATEST(blocked_until, \(blockedUntil)) \
                 WHERE scope = \(key.scope.rawValue) AND subject_hash = \(key.subjectHash)
                 """)
         }

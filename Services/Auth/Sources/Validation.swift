@@ -1,6 +1,6 @@
 internal import Foundation
-internal import HabitFlowRPC
 internal import HabitFlowAuthProtos
+internal import HabitFlowRPC
 
 /// The rules for the fields clients send, shared by every RPC that takes them. Each check appends a field violation
 /// instead of throwing, so one answer lists every problem of a request.

@@ -52,7 +52,7 @@ public final class Gateway: ServiceProcess {
         let metrics = GatewayMetrics(registry: registry)
         let authInternal = Habitflow_Auth_V1_AuthInternal.Client(transport: auth)
         let keys = AccessTokenKeys(refreshInterval: configuration.keyRefreshInterval) {
-            try await fetchVerifier(from: authInternal)
+            try await fetchVerifier(from: authInternal, leeway: configuration.tokenLeeway)
         }
         let sessions = SessionChecker(
             checkInterval: configuration.sessionCheckInterval, grace: configuration.sessionCheckGrace
@@ -187,7 +187,9 @@ public final class Gateway: ServiceProcess {
         if options.deadline == nil { options.timeout = defaultTimeout }
     }
 
-    private static func fetchVerifier(from auth: Habitflow_Auth_V1_AuthInternal.Client) async throws -> AccessTokenVerifier {
+    private static func fetchVerifier(
+        from auth: Habitflow_Auth_V1_AuthInternal.Client, leeway: Duration
+    ) async throws -> AccessTokenVerifier {
         let response = try await auth.getVerificationKeys(
             Habitflow_Auth_V1_GetVerificationKeysRequest(), options: CallOptions(timeout: .seconds(3)))
         let keys = try response.keys.filter { $0.algorithm == "EdDSA" }.map { key in
@@ -195,7 +197,7 @@ public final class Gateway: ServiceProcess {
                 keyID: key.keyID, publicKey: try Ed25519.PublicKey(rawRepresentation: Array(key.publicKey)),
                 notAfter: key.hasNotAfter ? key.notAfter.date : nil)
         }
-        return AccessTokenVerifier(issuer: response.issuer, audience: response.audience, keys: keys)
+        return AccessTokenVerifier(issuer: response.issuer, audience: response.audience, keys: keys, leeway: leeway)
     }
 
     private static func checkSession(

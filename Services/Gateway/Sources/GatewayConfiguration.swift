@@ -29,6 +29,8 @@ public struct GatewayConfiguration: Sendable {
     /// While auth cannot be reached, a session last seen active is still accepted for this long (rather than every
     /// call failing); after it, calls fail `UNAVAILABLE`.
     public var sessionCheckGrace: Duration = .seconds(30)
+    /// How far past its expiry (or before its issue time) an access token is still accepted, for clock skew.
+    public var tokenLeeway: Duration = .seconds(30)
     /// The verification keys are fetched again this often (and at once when a token names an unknown key).
     public var keyRefreshInterval: Duration = .seconds(300)
     /// Each part of the dashboard is fetched under this deadline (or the call's, when shorter).
@@ -70,6 +72,7 @@ public struct GatewayConfiguration: Sendable {
     /// | `HABITFLOW_GATEWAY_MAX_MESSAGE_BYTES` | 4194304 |
     /// | `HABITFLOW_GATEWAY_CONNECT_TIMEOUT_MS` | 1000 |
     /// | `HABITFLOW_GATEWAY_SESSION_CHECK_MS`, `HABITFLOW_GATEWAY_SESSION_GRACE_MS` | 2000, 30000 |
+    /// | `HABITFLOW_GATEWAY_TOKEN_LEEWAY_MS` | 30000 |
     /// | `HABITFLOW_GATEWAY_KEY_REFRESH_MS` | 300000 |
     /// | `HABITFLOW_GATEWAY_DASHBOARD_PART_TIMEOUT_MS` | 2000 |
     public static func fromEnvironment(
@@ -97,6 +100,7 @@ public struct GatewayConfiguration: Sendable {
         if let value = try reader.milliseconds("CONNECT_TIMEOUT_MS") { configuration.connectTimeout = value }
         if let value = try reader.milliseconds("SESSION_CHECK_MS") { configuration.sessionCheckInterval = value }
         if let value = try reader.milliseconds("SESSION_GRACE_MS") { configuration.sessionCheckGrace = value }
+        if let value = try reader.nonNegativeMilliseconds("TOKEN_LEEWAY_MS") { configuration.tokenLeeway = value }
         if let value = try reader.milliseconds("KEY_REFRESH_MS") { configuration.keyRefreshInterval = value }
         if let value = try reader.milliseconds("DASHBOARD_PART_TIMEOUT_MS") { configuration.dashboardPartTimeout = value }
         return configuration
@@ -121,5 +125,13 @@ private struct EnvironmentReader {
 
     func milliseconds(_ name: String) throws(ConfigurationError) -> Duration? {
         try positiveNumber(name).map { .milliseconds($0) }
+    }
+
+    func nonNegativeMilliseconds(_ name: String) throws(ConfigurationError) -> Duration? {
+        guard let text = string(name) else { return nil }
+        guard let number = Double(text), number >= 0, number.isFinite else {
+            throw ConfigurationError(variable: prefix + name, problem: "expected a number of milliseconds, got '\(text)'")
+        }
+        return .milliseconds(number)
     }
 }

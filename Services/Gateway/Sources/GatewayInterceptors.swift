@@ -1,4 +1,5 @@
 internal import Foundation
+internal import HabitFlowPublicAPI
 internal import HabitFlowRPC
 internal import Logging
 internal import Prometheus
@@ -61,14 +62,8 @@ struct RequestLogInterceptor: ServerInterceptor {
         }
         do {
             try await GatewayCallInfo.$current.withValue(info) { try await next() }
-        } catch let error as RPCError {
-            code = error.code
-            throw error
-        } catch is CancellationError {
-            code = .cancelled
-            throw CancellationError()
         } catch {
-            code = .unknown
+            code = RPCStatusCode(endingWith: error)
             throw error
         }
     }
@@ -94,7 +89,7 @@ struct AddressRateLimitInterceptor: ServerInterceptor {
     }
 }
 
-/// Authenticates every call except the ones that sign a user in (``GatewayRoutes/unauthenticatedMethods``) and the
+/// Authenticates every call except the ones that sign a user in (`PublicAPI.unauthenticatedMethods`) and the
 /// side services, binds ``AuthenticatedCaller/current``, then applies the per-account rate limit.
 struct AuthenticationInterceptor: ServerInterceptor {
     let authenticator: Authenticator
@@ -102,7 +97,7 @@ struct AuthenticationInterceptor: ServerInterceptor {
     let metrics: GatewayMetrics
 
     func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
-        if GatewayRoutes.unauthenticatedMethods.contains(context.method.path)
+        if PublicAPI.unauthenticatedMethods.contains(context.method.path)
             || GatewayRoutes.sideServices.contains(context.method.service)
         {
             return try await next()

@@ -29,19 +29,6 @@ enum GatewayRoutes {
     /// The gateway's own services (served here, not forwarded).
     static let own = [Habitflow_Gateway_V1_GatewayService.name]
 
-    /// Methods that need no access token: they are how a client gets one (or gets back into its account). Every
-    /// other method needs `authorization: Bearer <access token>`.
-    static let unauthenticatedMethods: Set<String> = [
-        Habitflow_Auth_V1_AuthService.Method.register.path,
-        Habitflow_Auth_V1_AuthService.Method.login.path,
-        Habitflow_Auth_V1_AuthService.Method.refresh.path,
-        Habitflow_Auth_V1_AuthService.Method.requestPasswordReset.path,
-        Habitflow_Auth_V1_AuthService.Method.confirmPasswordReset.path,
-        // The link in the confirmation mail may be opened on a device that is not signed in.
-        Habitflow_Auth_V1_AuthService.Method.confirmEmailChange.path,
-        Habitflow_Auth_V1_AuthService.Method.socialLogin.path,
-    ]
-
     static let healthService = Grpc_Health_V1_Health.name
     /// Health and reflection: served by the gateway itself, without an access token.
     static let sideServices: Set<String> = Set([healthService] + ReflectionService.serviceNames)

@@ -54,3 +54,15 @@ public enum RPCStatusCode: Int, Sendable, Hashable, CaseIterable, CustomStringCo
         }
     }
 }
+
+extension RPCStatusCode {
+    /// The status a call ends with when a handler (or an interceptor) throws `error`: an ``RPCError``'s code,
+    /// `CANCELLED` for cancellation, `UNKNOWN` for anything else. For metrics and logs around a handler.
+    public init(endingWith error: any Error) {
+        switch error {
+        case let error as RPCError: self = error.code
+        case is CancellationError: self = .cancelled
+        default: self = .unknown
+        }
+    }
+}

@@ -1,6 +1,6 @@
 internal import Foundation
-public import Logging
 internal import HabitFlowPostgres
+public import Logging
 
 /// The local stack's "mail server": writes each mail to the log, so a developer can copy a reset or confirmation
 /// token from it.

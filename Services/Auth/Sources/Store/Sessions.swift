@@ -190,11 +190,4 @@ enum SessionStore {
             """
         ).map(SessionRecord.init(row:))
     }
-
-    /// Marks a session used, at most once per `granularity` (a write per request would be wasteful).
-    static func touch(id: UUID, now: Date, granularity: Duration, on database: some PostgresQueryable) async throws {
-        let staleBefore = now.addingTimeInterval(-granularity.timeInterval)
-        try await database.execute(
-            "UPDATE sessions SET last_used_at = \(now) WHERE id = \(id) AND last_used_at < \(staleBefore) AND revoked_at IS NULL")
-    }
 }

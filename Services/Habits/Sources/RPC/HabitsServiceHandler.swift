@@ -267,19 +267,15 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         var validator = RequestValidator()
         let requested = request.hasWeek ? validator.week(request.week, field: "week") : nil
         try validator.check()
-        let user = try await caller()
-        let today = clock.today(in: user.zone)
-        let current = IsoWeek(containing: today)
-        let week = requested ?? current
-        try requireNotAfter(week, current, field: "week")
-
-        let habits = (try await store.habits(of: [user.id], liveBetween: week, and: week)[user.id] ?? [])
-            .filter { $0.isLive(in: week) }
-        let dayCounts = try await store.dayCounts(user: user.id, in: week)
-        let categories = try await store.categories(of: user.id)
-        return WeekViewBuilder(
-            week: week, today: today, zone: user.zone, habits: habits, dayCounts: dayCounts, categories: categories
-        ).view
+        let userID = try CallerIdentity.requireUser()
+        let now = clock.now
+        let (week, data) = try await store.weekViewData(user: userID, now: now) { zone in
+            let current = IsoWeek(containing: zone.localDate(at: now))
+            let week = requested ?? current
+            try requireNotAfter(week, current, field: "week")
+            return week
+        }
+        return WeekViewBuilder(week: week, today: data.zone.localDate(at: now), data: data).view
     }
 
     func getScoreHistory(

@@ -7,19 +7,12 @@ internal import HabitFlowPostgres
 struct WeekViewBuilder {
     var week: IsoWeek
     var today: LocalDate
-    var zone: UserTimeZone
-    /// The habits live in `week`, in display order.
-    var habits: [HabitRecord]
-    var dayCounts: [(habitID: UUID, date: LocalDate, count: Int)]
-    var categories: [CategoryRecord]
+    /// The habits live in `week` with their entries per day, the user's zone and categories.
+    var data: WeekViewData
 
     var view: Habitflow_Habits_V1_WeekView {
-        var perDay: [UUID: [Int]] = [:]
-        for count in dayCounts {
-            let index = week.monday.days(until: count.date)
-            guard (0..<7).contains(index) else { continue }
-            perDay[count.habitID, default: Array(repeating: 0, count: 7)][index] += count.count
-        }
+        let habits = data.habits
+        let perDay = data.dayCounts
         let todayIndex = week.contains(today) ? week.monday.days(until: today) : nil
         let tallies = habits.map { habit in
             HabitWeekTally(
@@ -32,7 +25,7 @@ struct WeekViewBuilder {
             view.startDate = week.monday.proto
             view.endDate = week.sunday.proto
             view.today = today.proto
-            view.timeZone = zone.name
+            view.timeZone = data.zone.name
             view.habits = zip(habits, tallies).map { habit, tally in
                 let days = perDay[habit.id] ?? Array(repeating: 0, count: 7)
                 return .with {
@@ -49,7 +42,7 @@ struct WeekViewBuilder {
             }
             view.score = WeeklyScore(tallies).proto
             view.categoryScores = CategoryWeekScore.scores(
-                of: tallies, categories: categories.map { ($0.id, $0.name) }
+                of: tallies, categories: data.categories.map { ($0.id, $0.name) }
             ).map(\.proto)
             if let todayIndex {
                 view.todayProgress = .with {

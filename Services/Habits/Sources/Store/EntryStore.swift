@@ -90,18 +90,6 @@ extension HabitsStore {
         ).map(EntryRecord.init(row:))
     }
 
-    /// Live entries per habit and day in `week` (the week view's dots).
-    public func dayCounts(user userID: UUID, in week: IsoWeek) async throws -> [(habitID: UUID, date: LocalDate, count: Int)] {
-        try await pool.query(
-            """
-            SELECT habit_id, local_date, count(*) FROM entries WHERE user_id = \(userID) \
-            AND local_date BETWEEN \(week.monday) AND \(week.sunday) AND deleted_at IS NULL GROUP BY habit_id, local_date
-            """
-        ).map { row in
-            (try row.decode(0, as: UUID.self), try row.decode(1, as: LocalDate.self), Int(try row.decode(2, as: Int64.self)))
-        }
-    }
-
     /// Live entries of some habits in `first...last`, counted and summed per habit and ISO week.
     public func weekTotals(
         user userID: UUID, habits habitIDs: [UUID], from first: LocalDate, through last: LocalDate

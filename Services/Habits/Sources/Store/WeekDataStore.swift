@@ -1,9 +1,66 @@
 public import Foundation
-internal import HabitFlowPostgres
+public import HabitFlowPostgres
 
 // Reads for week views, score history and leaderboards, for one user or a batch of users.
 
+/// What one user's week view is made of, read in two statements whatever the length of the user's history.
+public struct WeekViewData: Sendable {
+    public var zone: UserTimeZone
+    /// Live categories in display order.
+    public var categories: [CategoryRecord]
+    /// The habits live in the week, in creation order.
+    public var habits: [HabitRecord]
+    /// Entries per habit and day of the week, Monday first.
+    public var dayCounts: [UUID: [Int]]
+}
+
 extension HabitsStore {
+    /// The user's zone and categories, then (once the zone tells which week "now" is) the habits of the week with
+    /// their entries' days. `week` picks the week from the user's zone (their current week, or a requested one).
+    ///
+    /// A user the service has not seen is created first. Both statements use indexes led by the user (entries by
+    /// habit and day), so the cost does not grow with the user's history.
+    public func weekViewData(
+        user userID: UUID, now: Date, week: (UserTimeZone) throws -> IsoWeek
+    ) async throws -> (IsoWeek, WeekViewData) {
+        var rows = try await zoneAndCategories(userID)
+        if rows.isEmpty {
+            _ = try await prepareUser(userID, now: now)
+            rows = try await zoneAndCategories(userID)
+        }
+        guard let first = rows.first else { throw HabitsErrors.accountDeleted(userID) }
+        let zone = UserTimeZone.stored(try first.decode("time_zone", as: String.self))
+        let categories = try rows.filter { !$0.isNull(1) }.map(CategoryRecord.init(row:))
+        let week = try week(zone)
+        var habits: [HabitRecord] = []
+        var dayCounts: [UUID: [Int]] = [:]
+        for row in try await pool.query(
+            """
+            SELECT h.*, ARRAY(SELECT e.local_date - \(week.monday) FROM entries e WHERE e.user_id = h.user_id \
+            AND e.habit_id = h.id AND e.local_date BETWEEN \(week.monday) AND \(week.sunday) AND e.deleted_at IS NULL) \
+            AS week_days FROM habit_details h WHERE h.user_id = \(userID) AND h.live_from <= \(week.sunday) \
+            AND (h.deleted_on IS NULL OR h.deleted_on > \(week.sunday)) ORDER BY h.created_seq
+            """)
+        {
+            let habit = try HabitRecord(row: row)
+            var counts = Array(repeating: 0, count: 7)
+            for day in try row.decode("week_days", as: [Int32].self) where (0..<7).contains(day) { counts[Int(day)] += 1 }
+            habits.append(habit)
+            dayCounts[habit.id] = counts
+        }
+        return (week, WeekViewData(zone: zone, categories: categories, habits: habits, dayCounts: dayCounts))
+    }
+
+    /// The user's zone with one row per live category (category columns NULL when there is none); no rows for a
+    /// user the service does not know.
+    private func zoneAndCategories(_ userID: UUID) async throws -> PostgresRows {
+        try await pool.query(
+            """
+            SELECT u.time_zone, c.* FROM users u LEFT JOIN categories c ON c.user_id = u.user_id AND c.deleted_at IS NULL \
+            WHERE u.user_id = \(userID) ORDER BY c.position, c.created_at, c.id
+            """)
+    }
+
     /// Habits live at some time in `first...last`, per user, ordered by creation. Which weeks each one counts in is
     /// ``HabitRecord/isLive(in:)``'s business.
     public func habits(

@@ -1,0 +1,180 @@
+public import Foundation
+public import HabitFlowAuthProtos
+public import HabitFlowGatewayProtos
+public import HabitFlowHabitsProtos
+internal import HabitFlowRPC
+internal import HabitFlowRPCClient
+internal import HabitFlowTLS
+public import Logging
+
+/// HabitFlow for an app: one object that talks to the gateway, keeps the session's tokens and renews them.
+///
+/// ```swift
+/// let client = try HabitFlowClient(configuration: .init(host: "api.habitflow.example", port: 443, useTLS: true))
+/// try await client.logIn(email: "ana@example.com", password: password)
+/// let habit = try await client.habits.createHabit(.with { $0.name = "Read"; $0.weeklyTarget = 5 })
+/// _ = try await client.habits.markHabitDone(.with { $0.habitID = habit.id })
+/// let dashboard = try await client.dashboard()
+/// print(dashboard.weeklyScore.display)   // "100% (1/1 habits)"
+/// ```
+///
+/// ``auth``, ``habits`` and ``gateway`` offer every public RPC, typed (their messages are the API's data model).
+/// Each call gets the configured deadline unless it passes its own; reads and idempotent writes are retried when
+/// the service is briefly unavailable; an expired access token is refreshed automatically, once for all the calls
+/// that need it. Errors are ``HabitFlowError``s: a kind to switch on, the status, field violations, a retry delay.
+public final class HabitFlowClient: Sendable {
+    public struct Configuration: Sendable {
+        /// The gateway's address.
+        public var host: String
+        public var port: Int
+        /// TLS with ALPN h2, verifying the gateway's certificate against the system's roots or
+        /// ``trustedCertificatesFile``.
+        public var useTLS: Bool
+        /// PEM file of the certificates that may sign the gateway's certificate (a private CA); `nil`: the system's.
+        public var trustedCertificatesFile: String?
+        /// The deadline of a call that passes none.
+        public var timeout: Duration = .seconds(10)
+        /// How many times a read or idempotent write is attempted when the service is unavailable (1: no retries).
+        public var maximumAttempts = 3
+        /// The access token is renewed this long before it expires (clocks differ; a call takes time).
+        public var refreshMargin: Duration = .seconds(60)
+        /// Sent with sign-up and log-in, so each device has one session (see ListSessions).
+        public var deviceID: String?
+        public var deviceName: String?
+
+        public init(host: String = "127.0.0.1", port: Int = 7070, useTLS: Bool = false) {
+            self.host = host
+            self.port = port
+            self.useTLS = useTLS
+        }
+    }
+
+    /// Accounts, sessions, profile, passwords (habitflow.auth.v1.AuthService).
+    public let auth: Habitflow_Auth_V1_AuthService.Client
+    /// Categories, habits, check-ins, weeks and scores (habitflow.habits.v1.HabitsService).
+    public let habits: Habitflow_Habits_V1_HabitsService.Client
+    /// Views assembled by the gateway, such as the dashboard (habitflow.gateway.v1.GatewayService).
+    public let gateway: Habitflow_Gateway_V1_GatewayService.Client
+
+    private let configuration: Configuration
+    private let channel: RPCChannel
+    private let session: TokenSession
+
+    /// - Parameter tokenStore: where the session's tokens live; pass a keychain-backed store to stay signed in
+    ///   across launches.
+    public init(
+        configuration: Configuration, tokenStore: any TokenStore = InMemoryTokenStore(),
+        logger: Logger = Logger(label: "habitflow-sdk", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws {
+        var channelConfiguration = RPCChannelConfiguration(host: configuration.host, port: configuration.port)
+        if configuration.useTLS {
+            channelConfiguration.tls = .client(
+                serverName: configuration.host,
+                trustRoots: configuration.trustedCertificatesFile.map { .certificates(.file($0)) } ?? .systemDefault)
+        }
+        channelConfiguration.retry.maxAttempts = max(configuration.maximumAttempts, 1)
+        // Connecting is also bounded by each call's deadline.
+        channelConfiguration.connectTimeout = .seconds(10)
+        let channel = try RPCChannel(configuration: channelConfiguration, logger: logger)
+        let refresher = Habitflow_Auth_V1_AuthService.Client(transport: channel)
+        let timeout = configuration.timeout
+        let session = TokenSession(store: tokenStore, refreshMargin: configuration.refreshMargin) { refreshToken in
+            do {
+                return try await refresher.refresh(
+                    .with { $0.refreshToken = refreshToken }, options: CallOptions(timeout: timeout)
+                ).tokens
+            } catch {
+                throw HabitFlowError(error)
+            }
+        }
+        let transport = SessionTransport(channel: channel, session: session, defaultTimeout: timeout)
+        self.configuration = configuration
+        self.channel = channel
+        self.session = session
+        self.auth = Habitflow_Auth_V1_AuthService.Client(transport: transport)
+        self.habits = Habitflow_Habits_V1_HabitsService.Client(transport: transport)
+        self.gateway = Habitflow_Gateway_V1_GatewayService.Client(transport: transport)
+    }
+
+    // MARK: Session
+
+    /// Creates an account and signs this device in.
+    @discardableResult
+    public func signUp(
+        email: String, username: String, password: String, displayName: String = "",
+        timeZone: String = TimeZone.current.identifier
+    ) async throws -> Habitflow_Auth_V1_User {
+        try await auth.register(
+            .with {
+                $0.email = email
+                $0.username = username
+                $0.password = password
+                $0.displayName = displayName
+                $0.timeZone = timeZone
+                $0.device = device
+            }
+        ).user
+    }
+
+    /// Signs in with the account's email and password.
+    @discardableResult
+    public func logIn(email: String, password: String) async throws -> Habitflow_Auth_V1_User {
+        try await logIn(password: password) { $0.email = email }
+    }
+
+    /// Signs in with the account's username and password.
+    @discardableResult
+    public func logIn(username: String, password: String) async throws -> Habitflow_Auth_V1_User {
+        try await logIn(password: password) { $0.username = username }
+    }
+
+    private func logIn(
+        password: String, identifier: (inout Habitflow_Auth_V1_LoginRequest) -> Void
+    ) async throws -> Habitflow_Auth_V1_User {
+        var request = Habitflow_Auth_V1_LoginRequest()
+        identifier(&request)
+        request.password = password
+        request.device = device
+        return try await auth.login(request).user
+    }
+
+    /// Ends this device's session. The tokens are forgotten even when the server cannot be told.
+    public func logOut() async throws {
+        do {
+            _ = try await auth.logout(Habitflow_Auth_V1_LogoutRequest())
+        } catch {
+            await session.clear()
+            throw error
+        }
+    }
+
+    /// The signed-in user's id, or `nil` when signed out.
+    public var signedInUserID: String? {
+        get async { await session.current()?.userID }
+    }
+
+    /// The session's tokens (for an app that wants to show or move them), `nil` when signed out.
+    public var tokens: StoredTokens? {
+        get async { await session.current() }
+    }
+
+    // MARK: Shortcuts
+
+    /// This week at a glance: weekly score, each habit's "X/Y", category scores; `missingParts` names what could
+    /// not be fetched.
+    public func dashboard() async throws -> Habitflow_Gateway_V1_Dashboard {
+        try await gateway.getDashboard(Habitflow_Gateway_V1_GetDashboardRequest())
+    }
+
+    /// Closes the connection to the gateway; later calls fail.
+    public func close() async {
+        await channel.close()
+    }
+
+    private var device: Habitflow_Auth_V1_DeviceInfo {
+        .with {
+            $0.deviceID = configuration.deviceID ?? ""
+            $0.deviceName = configuration.deviceName ?? ""
+        }
+    }
+}

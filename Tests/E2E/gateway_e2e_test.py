@@ -1,0 +1,347 @@
+"""End to end through the gateway, from a client we did not write: Python grpcio with message classes generated from
+Schemas/ at test time, against the real executables (habitflow-auth, habitflow-habits, habitflow-gateway) and the test
+Postgres that scripts/test starts.
+
+Environment (set by scripts/test): HABITFLOW_E2E_BIN_DIR (the built executables), HABITFLOW_TEST_<SERVICE>_DATABASE_URL,
+HABITFLOW_SQL_DIR.
+"""
+
+import atexit
+import base64
+import datetime
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import unittest
+import uuid
+
+import grpc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+PROTO_ROOT = os.path.join(REPO_ROOT, "Schemas", "proto")
+sys.path.insert(0, os.path.join(REPO_ROOT, "scripts", "lib"))
+
+import habitflow_stack  # noqa: E402
+
+PROTOS = [
+    "habitflow/auth/v1/auth.proto",
+    "habitflow/auth/v1/auth_internal.proto",
+    "habitflow/habits/v1/resources.proto",
+    "habitflow/habits/v1/habits_service.proto",
+    "habitflow/habits/v1/habits_internal.proto",
+    "habitflow/gateway/v1/gateway.proto",
+    "grpc/health/v1/health.proto",
+    "grpc/reflection/v1/reflection.proto",
+    "google/rpc/status.proto",
+    "google/rpc/error_details.proto",
+]
+RPC_TIMEOUT = 30.0
+# The key sealing auth's signing keys: the same as the Swift auth tests', which share the signing keys table.
+KEY_ENCRYPTION_KEY = base64.b64encode(bytes([7] * 32)).decode()
+
+
+def generate_messages():
+    """Message classes from the system protoc (Debian's grpc_tools bundles protoc 3.5, which predates proto3
+    `optional`); calls go through grpcio's generic multi-callables (see `service_stub`)."""
+    out = tempfile.mkdtemp(prefix="habitflow-e2e-stubs-")
+    atexit.register(shutil.rmtree, out, True)
+    command = ["protoc", "-I", PROTO_ROOT, "-I", "/usr/include", "--python_out=" + out] + PROTOS
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError("protoc failed: %s" % result.stderr)
+    sys.path.insert(0, out)
+    # `grpc` and `google` are packages already (grpcio, protobuf): their generated parts join them.
+    grpc.__path__.append(os.path.join(out, "grpc"))
+    import google
+    google.__path__.append(os.path.join(out, "google"))
+
+
+generate_messages()
+
+from google.protobuf import symbol_database  # noqa: E402
+from google.rpc import error_details_pb2, status_pb2  # noqa: E402
+from grpc.health.v1 import health_pb2  # noqa: E402
+from grpc.reflection.v1 import reflection_pb2  # noqa: E402
+from habitflow.auth.v1 import auth_internal_pb2, auth_pb2  # noqa: E402
+from habitflow.gateway.v1 import gateway_pb2  # noqa: E402
+from habitflow.habits.v1 import habits_internal_pb2, habits_service_pb2, resources_pb2  # noqa: E402
+
+
+def service_stub(channel, module, service):
+    """A stub with one unary multi-callable per method of `service`, declared in the generated `module` (every
+    HabitFlow RPC the tests call is unary)."""
+    descriptor = module.DESCRIPTOR.services_by_name[service]
+    symbols = symbol_database.Default()
+    stub = types.SimpleNamespace()
+    for method in descriptor.methods:
+        request = symbols.GetSymbol(method.input_type.full_name)
+        response = symbols.GetSymbol(method.output_type.full_name)
+        setattr(stub, method.name, channel.unary_unary(
+            "/%s/%s" % (descriptor.full_name, method.name), request_serializer=request.SerializeToString,
+            response_deserializer=response.FromString))
+    return stub
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_stack(test_case):
+    """auth, habits and the gateway on free ports against the test Postgres; stopped when the class is done."""
+    bin_dir = os.environ.get("HABITFLOW_E2E_BIN_DIR") or os.path.join(REPO_ROOT, ".build", "debug")
+    env = dict(os.environ)
+    for name in ("auth", "habits", "goals", "social"):
+        url = os.environ.get("HABITFLOW_TEST_%s_DATABASE_URL" % name.upper())
+        if not url:
+            raise unittest.SkipTest("HABITFLOW_TEST_%s_DATABASE_URL is not set: run through scripts/test" % name.upper())
+        env["HABITFLOW_%s_DATABASE_URL" % name.upper()] = url
+    env["HABITFLOW_INTERNAL_SECRET"] = base64.b64encode(os.urandom(24)).decode()
+    env["HABITFLOW_AUTH_KEY_ENCRYPTION_KEY"] = KEY_ENCRYPTION_KEY
+    env["HABITFLOW_LOG_LEVEL"] = "warning"
+    env.setdefault("HABITFLOW_SQL_DIR", os.path.join(REPO_ROOT, "Schemas", "sql"))
+    names = ["auth", "habits", "gateway"]
+    log_dir = tempfile.mkdtemp(prefix="habitflow-e2e-logs-")
+    stack = habitflow_stack.Stack(
+        bin_dir, base_env=env, ports={name: free_port() for name in names},
+        metrics_ports={name: free_port() for name in names}, absent_address="127.0.0.1:1", log_dir=log_dir)
+    missing = [name for name in names if name not in stack.available()]
+    if missing:
+        raise RuntimeError("executables missing in %s: %s" % (bin_dir, ", ".join(missing)))
+
+    def cleanup():
+        stack.stop_all()
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+    test_case.addClassCleanup(cleanup)
+    try:
+        stack.start_serving(names, timeout=60)
+    except RuntimeError:
+        for name in names:
+            path = os.path.join(log_dir, name + ".log")
+            if os.path.exists(path):
+                with open(path) as f:
+                    sys.stderr.write("--- %s.log\n%s\n" % (name, f.read()[-4000:]))
+        raise
+    test_case.stack = stack
+    test_case.channel = grpc.insecure_channel(stack.address("gateway"))
+    test_case.addClassCleanup(test_case.channel.close)
+    test_case.auth = service_stub(test_case.channel, auth_pb2, "AuthService")
+    test_case.habits = service_stub(test_case.channel, habits_service_pb2, "HabitsService")
+    test_case.gateway = service_stub(test_case.channel, gateway_pb2, "GatewayService")
+
+
+def register(test_case, time_zone="UTC"):
+    """A fresh account (unique email and username: the database is shared) and its tokens."""
+    suffix = uuid.uuid4().hex[:16]
+    request = auth_pb2.RegisterRequest(
+        email="e2e-%s@example.com" % suffix, username="e2e_%s" % suffix, password="correct horse %s" % suffix,
+        time_zone=time_zone)
+    response = test_case.auth.Register(request, timeout=RPC_TIMEOUT)
+    return request, response
+
+
+def bearer(token):
+    return (("authorization", "Bearer " + token),)
+
+
+def status_details(error):
+    """The google.rpc.Status of a failed call (from grpc-status-details-bin), or None."""
+    for key, value in error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status()
+            status.ParseFromString(value)
+            return status
+    return None
+
+
+def error_reason(error):
+    status = status_details(error)
+    for detail in status.details if status else ():
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info.reason
+    return None
+
+
+class GatewayEndToEnd(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        start_stack(cls)
+
+    def test_register_log_in_habits_week_and_dashboard(self):
+        account, registered = register(self, time_zone="America/New_York")
+        self.assertTrue(registered.tokens.access_token)
+        login = self.auth.Login(auth_pb2.LoginRequest(email=account.email, password=account.password),
+                                timeout=RPC_TIMEOUT)
+        self.assertEqual(login.user.id, registered.user.id)
+        token = bearer(login.tokens.access_token)
+
+        read = self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name="Read", weekly_target=3),
+                                       metadata=token, timeout=RPC_TIMEOUT)
+        walk = self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name="Walk", weekly_target=1),
+                                       metadata=token, timeout=RPC_TIMEOUT)
+        week = self.habits.GetWeek(habits_service_pb2.GetWeekRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        today = datetime.date(week.today.year, week.today.month, week.today.day)
+        monday = datetime.date(week.start_date.year, week.start_date.month, week.start_date.day)
+        # Three different days of this week up to today for "Read" (fewer early in the week), today for "Walk".
+        days = [monday + datetime.timedelta(days=offset) for offset in range((today - monday).days + 1)][-3:]
+        for day in days:
+            self.habits.MarkHabitDone(
+                habits_service_pb2.MarkHabitDoneRequest(
+                    habit_id=read.id, date=resources_pb2.LocalDate(year=day.year, month=day.month, day=day.day)),
+                metadata=token, timeout=RPC_TIMEOUT)
+        self.habits.MarkHabitDone(habits_service_pb2.MarkHabitDoneRequest(habit_id=walk.id), metadata=token,
+                                  timeout=RPC_TIMEOUT)
+
+        week = self.habits.GetWeek(habits_service_pb2.GetWeekRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        progress = {habit.habit.name: habit.progress for habit in week.habits}
+        self.assertEqual(progress, {"Read": "%d/3" % len(days), "Walk": "1/1"})
+        met = 1 + (1 if len(days) == 3 else 0)
+        self.assertEqual(week.score.met_habits, met)
+        self.assertEqual(week.score.total_habits, 2)
+
+        dashboard = self.gateway.GetDashboard(gateway_pb2.GetDashboardRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        self.assertEqual(dashboard.week_name, week.week_name)
+        self.assertEqual(dashboard.weekly_score.display, week.score.display)
+        self.assertEqual([habit.progress for habit in dashboard.habits], [habit.progress for habit in week.habits])
+        self.assertEqual(len(dashboard.category_scores), len(week.category_scores))
+        missing = {part.part: part.code for part in dashboard.missing_parts}
+        self.assertEqual(missing, {gateway_pb2.DASHBOARD_PART_GOALS: grpc.StatusCode.UNIMPLEMENTED.value[0],
+                                   gateway_pb2.DASHBOARD_PART_LEADERBOARD: grpc.StatusCode.UNIMPLEMENTED.value[0]})
+
+    def test_request_ids_come_back(self):
+        _, registered = register(self)
+        _, call = self.auth.GetProfile.with_call(
+            auth_pb2.GetProfileRequest(), metadata=bearer(registered.tokens.access_token) + (("x-request-id", "e2e-1"),),
+            timeout=RPC_TIMEOUT)
+        self.assertIn(("x-request-id", "e2e-1"), call.initial_metadata())
+        _, call = self.auth.GetProfile.with_call(
+            auth_pb2.GetProfileRequest(), metadata=bearer(registered.tokens.access_token), timeout=RPC_TIMEOUT)
+        generated = dict(call.initial_metadata()).get("x-request-id")
+        self.assertEqual(str(uuid.UUID(generated)), generated)
+
+    def test_errors_carry_field_violations(self):
+        _, registered = register(self)
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name=""),
+                                    metadata=bearer(registered.tokens.access_token), timeout=RPC_TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        status = status_details(caught.exception)
+        self.assertIsNotNone(status)
+        violations = []
+        for detail in status.details:
+            if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+                bad_request = error_details_pb2.BadRequest()
+                detail.Unpack(bad_request)
+                violations += [violation.field for violation in bad_request.field_violations]
+        self.assertEqual(violations, ["name"])
+
+    def test_calls_without_a_valid_token_are_refused(self):
+        _, registered = register(self)
+        token = registered.tokens.access_token
+        request = habits_service_pb2.ListHabitsRequest()
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.habits.ListHabits(request, timeout=RPC_TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        self.assertEqual(error_reason(caught.exception), "TOKEN_MISSING")
+
+        header, payload, signature = token.split(".")
+        claims = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+        forged_claims = claims.replace(registered.user.id.encode(), str(uuid.uuid4()).encode())
+        self.assertNotEqual(forged_claims, claims)
+        forged = base64.urlsafe_b64encode(forged_claims).rstrip(b"=").decode()
+        unsigned_header = base64.urlsafe_b64encode(b'{"alg":"none","typ":"JWT"}').rstrip(b"=").decode()
+        for tampered in ["%s.%s.%s" % (header, forged, signature),          # another user's id, same signature
+                         "%s.%s." % (unsigned_header, payload),             # alg none, no signature
+                         "%s.%s.%s" % (header, payload, signature[::-1])]:  # a broken signature
+            with self.assertRaises(grpc.RpcError) as caught:
+                self.habits.ListHabits(request, metadata=bearer(tampered), timeout=RPC_TIMEOUT)
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAUTHENTICATED, tampered)
+            self.assertEqual(error_reason(caught.exception), "TOKEN_INVALID")
+
+        # The internal identity headers cannot be used to pick a user.
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.habits.ListHabits(request, metadata=(("x-habitflow-user-id", registered.user.id),
+                                                      ("x-habitflow-caller", "gateway")), timeout=RPC_TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+
+    def test_internal_services_are_unreachable(self):
+        _, registered = register(self)
+        token = bearer(registered.tokens.access_token)
+        auth_internal = service_stub(self.channel, auth_internal_pb2, "AuthInternal")
+        habits_internal = service_stub(self.channel, habits_internal_pb2, "HabitsInternal")
+        calls = [
+            lambda: auth_internal.GetVerificationKeys(
+                auth_internal_pb2.GetVerificationKeysRequest(), metadata=token, timeout=RPC_TIMEOUT),
+            lambda: auth_internal.CheckSession(
+                auth_internal_pb2.CheckSessionRequest(session_id=registered.tokens.session_id,
+                                                      user_id=registered.user.id), metadata=token, timeout=RPC_TIMEOUT),
+            lambda: habits_internal.PurgeUser(
+                habits_internal_pb2.PurgeUserRequest(user_id=registered.user.id), metadata=token, timeout=RPC_TIMEOUT),
+        ]
+        for call in calls:
+            with self.assertRaises(grpc.RpcError) as caught:
+                call()
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+
+        # Reflection describes the public API only.
+        reflection = self.channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
+        responses = list(reflection(
+            iter([reflection_pb2.ServerReflectionRequest(list_services=""),
+                  reflection_pb2.ServerReflectionRequest(file_containing_symbol="habitflow.auth.v1.AuthInternal")]),
+            timeout=RPC_TIMEOUT))
+        services = {service.name for service in responses[0].list_services_response.service}
+        self.assertIn("habitflow.habits.v1.HabitsService", services)
+        self.assertFalse({"habitflow.auth.v1.AuthInternal", "habitflow.habits.v1.HabitsInternal"} & services)
+        self.assertEqual(responses[1].error_response.error_code, grpc.StatusCode.NOT_FOUND.value[0])
+
+    def test_health(self):
+        health = service_stub(self.channel, health_pb2, "Health")
+        self.assertEqual(health.Check(health_pb2.HealthCheckRequest(), timeout=RPC_TIMEOUT).status,
+                         health_pb2.HealthCheckResponse.SERVING)
+
+
+class ServiceOutage(unittest.TestCase):
+    """A stack of its own, whose habits service is stopped mid-test."""
+
+    @classmethod
+    def setUpClass(cls):
+        start_stack(cls)
+
+    def test_a_stopped_service_is_unavailable_while_the_others_work(self):
+        _, registered = register(self)
+        token = bearer(registered.tokens.access_token)
+        self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name="Journal"), metadata=token,
+                                timeout=RPC_TIMEOUT)
+        dashboard = self.gateway.GetDashboard(gateway_pb2.GetDashboardRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        self.assertNotIn(gateway_pb2.DASHBOARD_PART_HABITS, [part.part for part in dashboard.missing_parts])
+
+        self.stack.stop("habits")
+        started = time.monotonic()
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.habits.ListHabits(habits_service_pb2.ListHabitsRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertLess(time.monotonic() - started, 3.0)
+
+        profile = self.auth.GetProfile(auth_pb2.GetProfileRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        self.assertEqual(profile.id, registered.user.id)
+        dashboard = self.gateway.GetDashboard(gateway_pb2.GetDashboardRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        missing = {part.part: part.code for part in dashboard.missing_parts}
+        self.assertEqual(missing.get(gateway_pb2.DASHBOARD_PART_HABITS), grpc.StatusCode.UNAVAILABLE.value[0])
+        self.assertEqual(len(dashboard.habits), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

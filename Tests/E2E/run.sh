@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs the end-to-end tests (Python grpcio through the gateway to auth and habits) with Debian's interpreter, which
+# sees python3-grpcio and python3-grpc-tools. scripts/test runs it with the test Postgres's URLs in the environment
+# (HABITFLOW_TEST_<SERVICE>_DATABASE_URL) and HABITFLOW_E2E_BIN_DIR naming the built executables.
+#
+#   Tests/E2E/run.sh                                   # every test
+#   Tests/E2E/run.sh gateway_e2e_test.ServiceOutage    # or any unittest names
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+PYTHON=/usr/bin/python3
+if ! "$PYTHON" -c 'import grpc, grpc_tools.protoc' 2>/dev/null; then
+    echo "run.sh: $PYTHON cannot import grpc and grpc_tools (Debian packages python3-grpcio, python3-grpc-tools)" >&2
+    exit 2
+fi
+if [ "$#" -eq 0 ]; then
+    set -- gateway_e2e_test
+fi
+
+export PYTHONDONTWRITEBYTECODE=1
+exec "$PYTHON" ../../scripts/lib/run_unittests.py e2e --no-skips "$@"

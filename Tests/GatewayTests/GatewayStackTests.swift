@@ -1,0 +1,407 @@
+import Foundation
+import HabitFlowAuthProtos
+import HabitFlowGRPCSideServiceProtos
+import HabitFlowGateway
+import HabitFlowGatewayProtos
+import HabitFlowHabitsProtos
+import HabitFlowRPC
+import HabitFlowRPCClient
+import HabitFlowServiceKit
+import HabitFlowStackTestSupport
+import HabitFlowTestSupport
+import Testing
+
+/// The gateway over the real auth and habits services and the test Postgres, called as a client would.
+@Suite struct GatewayStackTests {
+    struct Clients {
+        let channel: RPCChannel
+        var auth: Habitflow_Auth_V1_AuthService.Client { .init(transport: channel) }
+        var habits: Habitflow_Habits_V1_HabitsService.Client { .init(transport: channel) }
+        var gateway: Habitflow_Gateway_V1_GatewayService.Client { .init(transport: channel) }
+    }
+
+    static func bearer(_ token: String) -> CallOptions {
+        var options = CallOptions()
+        options.metadata.add("authorization", "Bearer \(token)")
+        return options
+    }
+
+    /// Registers a fresh account through the gateway; returns its tokens.
+    static func register(_ clients: Clients, device: String = "test device") async throws -> (
+        TestAccount, Habitflow_Auth_V1_RegisterResponse
+    ) {
+        let account = TestAccount()
+        let response = try await clients.auth.register(
+            .with {
+                $0.email = account.email
+                $0.username = account.username
+                $0.password = account.password
+                $0.timeZone = "Europe/Berlin"
+                $0.device.deviceName = device
+            })
+        return (account, response)
+    }
+
+    @Test func aUsersDayThroughTheGateway() async throws {
+        let stack = try await TestStack.start()
+        let clients = Clients(channel: try stack.gatewayChannel())
+        let (account, registered) = try await Self.register(clients)
+        #expect(!registered.tokens.accessToken.isEmpty)
+
+        let login = try await clients.auth.login(
+            .with {
+                $0.email = account.email
+                $0.password = account.password
+            })
+        let options = Self.bearer(login.tokens.accessToken)
+        #expect(try await clients.auth.getProfile(.init(), options: options).email == account.email)
+
+        let read = try await clients.habits.createHabit(
+            .with {
+                $0.name = "Read"
+                $0.weeklyTarget = 2
+            }, options: options)
+        let run = try await clients.habits.createHabit(
+            .with {
+                $0.name = "Run"
+                $0.weeklyTarget = 3
+            }, options: options)
+        _ = try await clients.habits.markHabitDone(.with { $0.habitID = read.id }, options: options)
+        _ = try await clients.habits.markHabitDone(
+            .with {
+                $0.habitID = read.id
+                $0.entryID = UUID().uuidString.lowercased()
+            }, options: options)
+        _ = try await clients.habits.markHabitDone(.with { $0.habitID = run.id }, options: options)
+
+        let week = try await clients.habits.getWeek(.init(), options: options)
+        #expect(week.habits.map(\.progress) == ["2/2", "1/3"])
+        #expect(week.score.display == "50% (1/2 habits)")
+
+        let dashboard = try await clients.gateway.getDashboard(.init(), options: options)
+        #expect(dashboard.weekName == week.weekName)
+        #expect(dashboard.weeklyScore.display == "50% (1/2 habits)")
+        #expect(dashboard.habits.map(\.name) == ["Read", "Run"])
+        #expect(dashboard.habits.map(\.progress) == ["2/2", "1/3"])
+        #expect(dashboard.habits.map(\.met) == [true, false])
+        #expect(dashboard.categoryScores.map(\.categoryName).contains("Uncategorized"))
+        #expect(dashboard.missingParts.map(\.part) == [.goals, .leaderboard])
+        #expect(dashboard.missingParts.allSatisfy { $0.code == Int32(RPCStatusCode.unimplemented.rawValue) })
+        // The account's zone reaches habits with auth's UserCreated event (asynchronously, through the outbox).
+        #expect(
+            try await eventually(timeout: .seconds(15)) {
+                try await clients.gateway.getDashboard(.init(), options: options).timeZone == "Europe/Berlin"
+            })
+
+        // Errors of a service come through with their details.
+        let invalid = await #expect(throws: RPCError.self) {
+            _ = try await clients.habits.createHabit(.with { $0.name = "" }, options: options)
+        }
+        #expect(invalid?.code == .invalidArgument)
+        #expect(invalid?.fieldViolations.first?.field == "name")
+
+        // Request ids: made up when absent, kept when given, returned either way.
+        let generated = try await clients.auth.getProfileWithMetadata(.init(), options: options)
+        #expect(UUID(uuidString: generated.initialMetadata["x-request-id"] ?? "") != nil)
+        var withID = options
+        withID.metadata.add("x-request-id", "client-chosen-42")
+        let echoed = try await clients.auth.getProfileWithMetadata(.init(), options: withID)
+        #expect(echoed.initialMetadata["x-request-id"] == "client-chosen-42")
+
+        await clients.channel.close()
+        await stack.stop()
+    }
+
+    @Test func callsWithoutAValidTokenAreRefused() async throws {
+        let stack = try await TestStack.start()
+        let clients = Clients(channel: try stack.gatewayChannel())
+        let (_, registered) = try await Self.register(clients)
+        let token = registered.tokens.accessToken
+
+        func refusal(_ options: CallOptions) async -> RPCError? {
+            do {
+                _ = try await clients.habits.listHabits(.init(), options: options)
+                return nil
+            } catch {
+                return error as? RPCError
+            }
+        }
+        let missing = await refusal(CallOptions())
+        #expect(missing?.code == .unauthenticated)
+        #expect(missing?.errorReason == "TOKEN_MISSING")
+        // A refusal also carries the request id.
+        #expect(missing?.trailers["x-request-id"] != nil)
+
+        #expect(await refusal(Self.bearer("not-a-jwt"))?.errorReason == "TOKEN_INVALID")
+        var notBearer = CallOptions()
+        notBearer.metadata.add("authorization", "Basic \(token)")
+        #expect(await refusal(notBearer)?.errorReason == "TOKEN_MISSING")
+
+        // Tampering with the claims (here: one character of the payload) breaks the signature.
+        var parts = token.split(separator: ".").map(String.init)
+        #expect(parts.count == 3)
+        var payload = Array(parts[1])
+        payload[payload.count / 2] = payload[payload.count / 2] == "A" ? "B" : "A"
+        parts[1] = String(payload)
+        let tampered = await refusal(Self.bearer(parts.joined(separator: ".")))
+        #expect(tampered?.code == .unauthenticated)
+        #expect(tampered?.errorReason == "TOKEN_INVALID")
+
+        // The internal identity cannot be forged from outside: without a token the call is refused, and with one
+        // the gateway's own identity wins.
+        var forged = CallOptions()
+        forged.metadata.add(InternalCredential.Key.userID, UUID().uuidString.lowercased())
+        forged.metadata.add(InternalCredential.Key.caller, "gateway")
+        #expect(await refusal(forged)?.code == .unauthenticated)
+        var forgedWithToken = Self.bearer(token)
+        forgedWithToken.metadata.add(InternalCredential.Key.userID, UUID().uuidString.lowercased())
+        let profile = try await clients.auth.getProfile(.init(), options: forgedWithToken)
+        #expect(profile.id == registered.user.id)
+
+        await clients.channel.close()
+        await stack.stop()
+    }
+
+    @Test func internalServicesAreNotRoutedAndReflectionShowsThePublicAPI() async throws {
+        let stack = try await TestStack.start()
+        let clients = Clients(channel: try stack.gatewayChannel())
+        let (_, registered) = try await Self.register(clients)
+        let options = Self.bearer(registered.tokens.accessToken)
+
+        let authInternal = await #expect(throws: RPCError.self) {
+            _ = try await Habitflow_Auth_V1_AuthInternal.Client(transport: clients.channel)
+                .getVerificationKeys(.init(), options: options)
+        }
+        #expect(authInternal?.code == .unimplemented)
+        let habitsInternal = await #expect(throws: RPCError.self) {
+            _ = try await Habitflow_Habits_V1_HabitsInternal.Client(transport: clients.channel)
+                .purgeUser(.with { $0.userID = registered.user.id }, options: options)
+        }
+        #expect(habitsInternal?.code == .unimplemented)
+
+        // Reflection: the public services only; the internal ones are not even described.
+        let reflection = Grpc_Reflection_V1_ServerReflection.Client(transport: clients.channel)
+        let (requests, continuation) = AsyncStream.makeStream(of: Grpc_Reflection_V1_ServerReflectionRequest.self)
+        let responses = try await reflection.serverReflectionInfo(requests: requests)
+        var iterator = responses.makeAsyncIterator()
+        continuation.yield(.with { $0.listServices = "" })
+        let listed = try #require(try await iterator.next()).listServicesResponse.service.map(\.name)
+        #expect(
+            Set(listed) == [
+                "habitflow.auth.v1.AuthService", "habitflow.habits.v1.HabitsService",
+                "habitflow.gateway.v1.GatewayService", "grpc.health.v1.Health",
+                "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection",
+            ])
+        continuation.yield(.with { $0.fileContainingSymbol = "habitflow.auth.v1.AuthInternal" })
+        #expect(try #require(try await iterator.next()).errorResponse.errorCode == Int32(RPCStatusCode.notFound.rawValue))
+        continuation.yield(.with { $0.fileContainingSymbol = "habitflow.auth.v1.AuthService" })
+        let files = try #require(try await iterator.next()).fileDescriptorResponse.fileDescriptorProto
+        #expect(!files.isEmpty)
+        continuation.finish()
+
+        await clients.channel.close()
+        await stack.stop()
+    }
+
+    @Test func revokedSessionsAndDeletedAccountsAreRefusedWithinSeconds() async throws {
+        let stack = try await TestStack.start { gateway in
+            gateway.sessionCheckInterval = .milliseconds(500)
+        }
+        let clients = Clients(channel: try stack.gatewayChannel())
+        let (account, first) = try await Self.register(clients, device: "phone")
+        let second = try await clients.auth.login(
+            .with {
+                $0.email = account.email
+                $0.password = account.password
+                $0.device.deviceName = "laptop"
+            })
+        let firstOptions = Self.bearer(first.tokens.accessToken)
+        let secondOptions = Self.bearer(second.tokens.accessToken)
+        _ = try await clients.habits.listHabits(.init(), options: firstOptions)
+
+        // The laptop signs the phone out: the phone's still unexpired token stops working within the check interval.
+        _ = try await clients.auth.revokeSession(.with { $0.sessionID = first.tokens.sessionID }, options: secondOptions)
+        let revoked = try await eventually(timeout: .seconds(3)) {
+            do {
+                _ = try await clients.habits.listHabits(.init(), options: firstOptions)
+                return false
+            } catch let error as RPCError {
+                return error.errorReason == "SESSION_REVOKED"
+            }
+        }
+        #expect(revoked)
+        _ = try await clients.habits.listHabits(.init(), options: secondOptions)
+
+        // Deleting the account: its last token stops working too.
+        _ = try await clients.auth.deleteAccount(.with { $0.password = account.password }, options: secondOptions)
+        let deleted = try await eventually(timeout: .seconds(3)) {
+            do {
+                _ = try await clients.habits.listHabits(.init(), options: secondOptions)
+                return false
+            } catch let error as RPCError {
+                return error.code == .unauthenticated
+            }
+        }
+        #expect(deleted)
+
+        await clients.channel.close()
+        await stack.stop()
+    }
+
+    @Test func rateLimitsPerAddressAndPerAccount() async throws {
+        let stack = try await TestStack.start { gateway in
+            gateway.accountRateLimit = .init(perSecond: 0.5, burst: 3)
+        }
+        let clients = Clients(channel: try stack.gatewayChannel())
+        let (_, registered) = try await Self.register(clients)
+        let options = Self.bearer(registered.tokens.accessToken)
+        for _ in 0..<3 { _ = try await clients.habits.listHabits(.init(), options: options) }
+        let limited = await #expect(throws: RPCError.self) {
+            _ = try await clients.habits.listHabits(.init(), options: options)
+        }
+        #expect(limited?.code == .resourceExhausted)
+        let delay = try #require(limited?.retryDelay)
+        #expect(delay > .zero && delay <= .seconds(2))
+        // Another account from the same address is not affected.
+        let (_, other) = try await Self.register(clients)
+        _ = try await clients.habits.listHabits(.init(), options: Self.bearer(other.tokens.accessToken))
+        await clients.channel.close()
+        await stack.stop()
+
+        let strict = try await TestStack.start { gateway in
+            gateway.addressRateLimit = .init(perSecond: 1, burst: 4)
+        }
+        let strictClients = Clients(channel: try strict.gatewayChannel())
+        var outcomes: [RPCStatusCode] = []
+        for _ in 0..<6 {
+            do {
+                _ = try await strictClients.auth.login(
+                    .with {
+                        $0.email = "nobody-\(UUID())@example.com"
+                        $0.password = "wrong password"
+                    })
+                outcomes.append(.ok)
+            } catch let error as RPCError {
+                outcomes.append(error.code)
+                if error.code == .resourceExhausted { #expect(error.retryDelay != nil) }
+            }
+        }
+        #expect(outcomes.prefix(4).allSatisfy { $0 == .unauthenticated })
+        #expect(outcomes.suffix(2).allSatisfy { $0 == .resourceExhausted })
+        // Health checks are not rate-limited.
+        let health = Grpc_Health_V1_Health.Client(transport: strictClients.channel)
+        #expect(try await health.check(.init()).status == .serving)
+        await strictClients.channel.close()
+        await strict.stop()
+    }
+
+    @Test func aStoppedServiceIsUnavailableWhileTheOthersWork() async throws {
+        let stack = try await TestStack.start()
+        let clients = Clients(channel: try stack.gatewayChannel())
+        let (_, registered) = try await Self.register(clients)
+        let options = Self.bearer(registered.tokens.accessToken)
+        _ = try await clients.habits.createHabit(.with { $0.name = "Stretch" }, options: options)
+
+        await stack.habits[0].shutdown()
+        // Without the client's own retries (it would retry a read that failed UNAVAILABLE): the gateway's answer.
+        var once = options
+        once.idempotent = false
+        let started = ContinuousClock.now
+        let unavailable = await #expect(throws: RPCError.self) {
+            _ = try await clients.habits.listHabits(.init(), options: once)
+        }
+        #expect(unavailable?.code == .unavailable)
+        #expect(ContinuousClock.now - started < .seconds(1))
+
+        // Auth still answers; the dashboard names the missing part instead of failing.
+        #expect(try await clients.auth.getProfile(.init(), options: options).id == registered.user.id)
+        let dashboard = try await clients.gateway.getDashboard(.init(), options: options)
+        let habitsPart = try #require(dashboard.missingParts.first { $0.part == .habits })
+        #expect(habitsPart.code == Int32(RPCStatusCode.unavailable.rawValue))
+        #expect(dashboard.habits.isEmpty)
+
+        await clients.channel.close()
+        await stack.stop()
+    }
+
+    @Test func replicasShareTheCallsAndADownOneIsSkipped() async throws {
+        let stack = try await TestStack.start(habitsReplicas: 2)
+        let clients = Clients(channel: try stack.gatewayChannel())
+        let (_, registered) = try await Self.register(clients)
+        let options = Self.bearer(registered.tokens.accessToken)
+        for index in 0..<6 {
+            _ = try await clients.habits.createHabit(.with { $0.name = "Habit \(index)" }, options: options)
+        }
+        // Both replicas served calls (each counts what it handled).
+        for host in stack.habits {
+            let handled = host.runtime.metrics.emitToString()
+            #expect(handled.contains("method=\"CreateHabit\""))
+        }
+        await stack.habits[1].shutdown()
+        for _ in 0..<6 {
+            #expect(try await clients.habits.listHabits(.init(), options: options).habits.count == 6)
+        }
+        await clients.channel.close()
+        await stack.stop()
+    }
+
+    @Test func tlsWithALPN() async throws {
+        let certificates = TestCertificates.shared
+        let stack = try await TestStack.start { gateway in
+            gateway.tls = .init(
+                certificatePath: certificates.server.certificatePath, privateKeyPath: certificates.server.privateKeyPath)
+        }
+        let channel = try stack.gatewayChannel { configuration in
+            configuration.tls = .client(
+                serverName: "localhost", trustRoots: .certificates(.file(certificates.caCertificatePath)))
+        }
+        let clients = Clients(channel: channel)
+        let (_, registered) = try await Self.register(clients)
+        #expect(try await clients.auth.getProfile(.init(), options: Self.bearer(registered.tokens.accessToken)).id
+            == registered.user.id)
+        await channel.close()
+
+        // Plaintext against the TLS port fails.
+        let plaintext = try stack.gatewayChannel { $0.connectTimeout = .seconds(2) }
+        await #expect(throws: RPCError.self) {
+            _ = try await Grpc_Health_V1_Health.Client(transport: plaintext).check(.init())
+        }
+        await plaintext.close()
+        await stack.stop()
+    }
+
+    @Test func oversizedMessagesAndDefaultDeadlines() async throws {
+        let stack = try await TestStack.start { gateway in
+            gateway.maxMessageSize = 16 * 1024
+        }
+        let clients = Clients(channel: try stack.gatewayChannel())
+        let (_, registered) = try await Self.register(clients)
+        let tooLarge = await #expect(throws: RPCError.self) {
+            _ = try await clients.habits.createHabit(
+                .with { $0.name = String(repeating: "x", count: 32 * 1024) },
+                options: Self.bearer(registered.tokens.accessToken))
+        }
+        #expect(tooLarge?.code == .resourceExhausted)
+        await clients.channel.close()
+        await stack.stop()
+    }
+
+    @Test func healthAndMetrics() async throws {
+        let stack = try await TestStack.start { gateway in
+            gateway.service.metricsPort = 0
+        }
+        let clients = Clients(channel: try stack.gatewayChannel())
+        let health = Grpc_Health_V1_Health.Client(transport: clients.channel)
+        #expect(try await health.check(.init()).status == .serving)
+        #expect(try await health.check(.with { $0.service = "habitflow.habits.v1.HabitsService" }).status == .serving)
+        _ = try? await clients.habits.listHabits(.init())
+
+        let port = try #require(stack.gateway.metricsPort)
+        let (status, body) = try await run("/usr/bin/curl", ["-s", "http://127.0.0.1:\(port)/metrics"])
+        #expect(status == 0)
+        #expect(body.contains("habitflow_rpc_server_handled_total"))
+        #expect(body.contains("habitflow_gateway_authentication_failures_total{reason=\"TOKEN_MISSING\"}"))
+        await clients.channel.close()
+        await stack.stop()
+    }
+}

@@ -1,0 +1,181 @@
+import Foundation
+import HabitFlowAuthProtos
+import HabitFlowHabitsProtos
+import HabitFlowRPC
+import HabitFlowSDK
+import HabitFlowStackTestSupport
+import HabitFlowTestSupport
+import Synchronization
+import Testing
+
+/// A token store that counts how often the SDK saved tokens: once per sign-in, once per refresh.
+final class CountingTokenStore: TokenStore {
+    private let state: Mutex<(tokens: StoredTokens?, saves: Int)>
+
+    init(_ tokens: StoredTokens? = nil) {
+        state = Mutex((tokens, 0))
+    }
+
+    var saves: Int { state.withLock { $0.saves } }
+
+    func load() async -> StoredTokens? { state.withLock { $0.tokens } }
+    func save(_ tokens: StoredTokens) async {
+        state.withLock {
+            $0.tokens = tokens
+            $0.saves += 1
+        }
+    }
+    func clear() async { state.withLock { $0.tokens = nil } }
+}
+
+/// Runs `body` `count` times at once; rethrows the first failure.
+func concurrently(_ count: Int, _ body: @escaping @Sendable () async throws -> Void) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<count { group.addTask { try await body() } }
+        try await group.waitForAll()
+    }
+}
+
+/// The SDK against the real stack (gateway, auth, habits, Postgres).
+@Suite struct SDKTests {
+    static func client(
+        _ stack: TestStack, store: any TokenStore = InMemoryTokenStore(),
+        configure: (inout HabitFlowClient.Configuration) -> Void = { _ in }
+    ) throws -> HabitFlowClient {
+        var configuration = HabitFlowClient.Configuration(host: "127.0.0.1", port: stack.gatewayPort)
+        configuration.deviceName = "sdk tests"
+        configure(&configuration)
+        return try HabitFlowClient(configuration: configuration, tokenStore: store)
+    }
+
+    @Test func signUpTypedCallsAndLogOut() async throws {
+        let stack = try await TestStack.start()
+        let client = try Self.client(stack)
+        let account = TestAccount()
+        let user = try await client.signUp(
+            email: account.email, username: account.username, password: account.password, timeZone: "Asia/Tokyo")
+        #expect(await client.signedInUserID == user.id)
+
+        let habit = try await client.habits.createHabit(
+            .with {
+                $0.name = "Meditate"
+                $0.weeklyTarget = 1
+            })
+        _ = try await client.habits.markHabitDone(.with { $0.habitID = habit.id })
+        let dashboard = try await client.dashboard()
+        #expect(dashboard.weeklyScore.display == "100% (1/1 habits)")
+        // The zone reaches habits with auth's UserCreated event, asynchronously.
+        #expect(try await eventually(timeout: .seconds(15)) { try await client.dashboard().timeZone == "Asia/Tokyo" })
+
+        // Logging in again (same account, this client) replaces the session.
+        try await client.logOut()
+        #expect(await client.signedInUserID == nil)
+        let signedOut = await #expect(throws: HabitFlowError.self) { _ = try await client.habits.listHabits(.init()) }
+        #expect(signedOut?.kind == .notSignedIn)
+
+        try await client.logIn(username: account.username, password: account.password)
+        #expect(try await client.habits.listHabits(.init()).habits.map(\.name) == ["Meditate"])
+        let wrong = await #expect(throws: HabitFlowError.self) {
+            try await client.logIn(email: account.email, password: "not the password")
+        }
+        #expect(wrong?.kind == .notSignedIn)
+        await client.close()
+        await stack.stop()
+    }
+
+    @Test func errorsCarryTheStatusAndFieldViolations() async throws {
+        let stack = try await TestStack.start()
+        let client = try Self.client(stack)
+        let account = TestAccount()
+        try await client.signUp(email: account.email, username: account.username, password: account.password)
+
+        let invalid = await #expect(throws: HabitFlowError.self) {
+            _ = try await client.habits.createHabit(.with { $0.name = "   " })
+        }
+        #expect(invalid?.kind == .invalidInput)
+        #expect(invalid?.code == .invalidArgument)
+        #expect(invalid?.fieldViolations.map(\.field) == ["name"])
+
+        let missing = await #expect(throws: HabitFlowError.self) {
+            _ = try await client.habits.getHabit(.with { $0.habitID = UUID().uuidString.lowercased() })
+        }
+        #expect(missing?.kind == .notFound)
+
+        let taken = await #expect(throws: HabitFlowError.self) {
+            try await client.signUp(email: account.email, username: account.username, password: account.password)
+        }
+        #expect(taken?.kind == .alreadyExists)
+        await client.close()
+
+        // A deadline too short for any call.
+        let hasty = try Self.client(stack) { $0.timeout = .microseconds(1) }
+        let late = await #expect(throws: HabitFlowError.self) {
+            try await hasty.logIn(email: account.email, password: account.password)
+        }
+        #expect(late?.kind == .timedOut)
+        await hasty.close()
+        await stack.stop()
+    }
+
+    /// Access tokens live 2 s here and the gateway allows no leeway, so tokens expire during the test.
+    static func shortLivedTokenStack() async throws -> TestStack {
+        try await TestStack.start(
+            configureGateway: { $0.tokenLeeway = .zero },
+            configureAuth: { $0.accessTokenLifetime = .seconds(2) })
+    }
+
+    @Test func oneRefreshForManyCallsThatFindTheTokenExpired() async throws {
+        let stack = try await Self.shortLivedTokenStack()
+        let store = CountingTokenStore()
+        let client = try Self.client(stack, store: store) { $0.refreshMargin = .zero }
+        let account = TestAccount()
+        try await client.signUp(email: account.email, username: account.username, password: account.password)
+        #expect(store.saves == 1)
+        let firstToken = try #require(await client.tokens?.accessToken)
+
+        try await Task.sleep(for: .seconds(3))
+        // Twenty calls at once: the SDK sees the token has expired and refreshes it once for all of them (two
+        // refreshes would reuse the refresh token, which signs the session out).
+        try await concurrently(20) {
+            let habits = try await client.habits.listHabits(.init()).habits
+            #expect(habits.isEmpty)
+        }
+        #expect(store.saves == 2)
+        #expect(try #require(await client.tokens?.accessToken) != firstToken)
+        #expect(try await client.auth.listSessions(.init()).sessions.count == 1)
+        await client.close()
+        await stack.stop()
+    }
+
+    @Test func callsRefusedForAnExpiredTokenAreSentAgainAfterOneRefresh() async throws {
+        let stack = try await Self.shortLivedTokenStack()
+        let signIn = try Self.client(stack)
+        let account = TestAccount()
+        try await signIn.signUp(email: account.email, username: account.username, password: account.password)
+        var tokens = try #require(await signIn.tokens)
+        await signIn.close()
+
+        // The client believes its token is good for an hour (a device clock that is behind): only the gateway's
+        // refusal tells it otherwise.
+        tokens.accessTokenExpiresAt = Date().addingTimeInterval(3600)
+        let store = CountingTokenStore(tokens)
+        let client = try Self.client(stack, store: store) { $0.refreshMargin = .zero }
+        try await Task.sleep(for: .seconds(3))
+        try await concurrently(20) { _ = try await client.habits.listCategories(.init()) }
+        #expect(store.saves == 1)
+        #expect(try await client.auth.getProfile(.init()).email == account.email)
+
+        // A session revoked elsewhere: the SDK forgets the tokens and says so.
+        _ = try await client.auth.logoutEverywhere(.with { $0.keepCurrentSession = false })
+        let ended = await #expect(throws: HabitFlowError.self) {
+            for _ in 0..<50 {
+                _ = try await client.habits.listHabits(.init())
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(ended?.kind == .notSignedIn)
+        #expect(await client.tokens == nil)
+        await client.close()
+        await stack.stop()
+    }
+}

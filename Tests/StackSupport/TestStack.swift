@@ -1,0 +1,107 @@
+public import Foundation
+public import HabitFlowAuth
+internal import HabitFlowAuthProtos
+public import HabitFlowGateway
+internal import HabitFlowHabits
+public import HabitFlowRPCClient
+public import HabitFlowServiceKit
+internal import HabitFlowTestSupport
+public import Logging
+
+/// Auth, habits (one or more replicas) and the gateway, in this process on free ports against the test Postgres
+/// (scripts/test): the real stack as a client sees it, for the gateway's and the SDK's tests.
+public struct TestStack: Sendable {
+    public static let internalSecret = "stack-test-secret"
+    /// The key that seals auth's signing keys. Auth's own tests use the same one: the signing keys table is shared by
+    /// every auth host of the test run, and each must open every key in it.
+    public static let keyEncryptionKey = [UInt8](repeating: 7, count: 32)
+
+    public let auth: ServiceHost
+    public let habits: [ServiceHost]
+    public let gateway: Gateway
+    public let logger: Logger
+
+    public var gatewayPort: Int { gateway.port }
+
+    /// - Parameters:
+    ///   - configureGateway: the gateway's configuration (generous rate limits already set).
+    ///   - configureAuth: settings of the auth host (cheap bcrypt, no mail server and no maintenance already set).
+    public static func start(
+        habitsReplicas: Int = 1,
+        configureGateway: (inout GatewayConfiguration) -> Void = { _ in },
+        configureAuth: (inout AuthSettings) -> Void = { _ in }
+    ) async throws -> TestStack {
+        var logger = Logger(label: "stack-tests")
+        // Errors only: auth's outbox warns on every retry towards goals and social, which do not exist yet.
+        logger.logLevel = .error
+        // Goals and social do not exist yet: events for them go to a port nobody listens on.
+        let nowhere = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: 1)]
+
+        var habitsHosts: [ServiceHost] = []
+        for _ in 0..<max(habitsReplicas, 1) {
+            var configuration = try serviceConfiguration("habits")
+            configuration.serviceAddresses["goals"] = nowhere
+            habitsHosts.append(try await ServiceHost.start(HabitsServiceDefinition.make(), configuration: configuration, logger: logger))
+        }
+        let habitsTargets = habitsHosts.map { RPCChannelConfiguration.Target(host: "127.0.0.1", port: $0.port) }
+
+        var settings = AuthSettings(keyEncryptionKey: keyEncryptionKey)
+        settings.bcryptCost = 4
+        settings.passwordHashingThreads = 2
+        settings.maintenanceInterval = nil
+        configureAuth(&settings)
+        var authConfiguration = try serviceConfiguration("auth")
+        authConfiguration.serviceAddresses = ["habits": habitsTargets, "goals": nowhere, "social": nowhere]
+        let auth = try await ServiceHost.start(
+            AuthService.definition(settings: settings), configuration: authConfiguration, logger: logger)
+
+        var gatewayConfiguration = GatewayConfiguration(
+            service: ServiceConfiguration(
+                service: "gateway", port: 0, databaseURL: nil, sqlDirectory: TestEnvironment.sqlRoot,
+                internalSecret: internalSecret))
+        gatewayConfiguration.service.serviceAddresses = [
+            "auth": [.init(host: "127.0.0.1", port: auth.port)], "habits": habitsTargets,
+        ]
+        gatewayConfiguration.addressRateLimit = .init(perSecond: 10_000, burst: 10_000)
+        gatewayConfiguration.accountRateLimit = .init(perSecond: 10_000, burst: 10_000)
+        configureGateway(&gatewayConfiguration)
+        let gateway = try await Gateway.start(configuration: gatewayConfiguration, logger: logger)
+        return TestStack(auth: auth, habits: habitsHosts, gateway: gateway, logger: logger)
+    }
+
+    private static func serviceConfiguration(_ service: String) throws -> ServiceConfiguration {
+        var configuration = ServiceConfiguration(
+            service: service, port: 0, databaseURL: try TestEnvironment.serviceURL(service),
+            sqlDirectory: TestEnvironment.sqlRoot, internalSecret: internalSecret)
+        configuration.logLevel = .error
+        configuration.databasePoolSize = 4
+        return configuration
+    }
+
+    /// A channel to the gateway (h2c; pass `configure` for TLS or limits).
+    public func gatewayChannel(configure: (inout RPCChannelConfiguration) -> Void = { _ in }) throws -> RPCChannel {
+        var configuration = RPCChannelConfiguration(host: "127.0.0.1", port: gatewayPort)
+        configure(&configuration)
+        return try RPCChannel(configuration: configuration, logger: logger)
+    }
+
+    public func stop() async {
+        await gateway.shutdown()
+        await auth.shutdown()
+        for host in habits { await host.shutdown() }
+    }
+}
+
+/// A fresh account's credentials: unique per call, so tests sharing the database never collide.
+public struct TestAccount: Sendable {
+    public var email: String
+    public var username: String
+    public var password: String
+
+    public init() {
+        let suffix = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+        email = "gw-\(suffix)@example.com"
+        username = "gw_\(suffix)"
+        password = "correct horse \(suffix)"
+    }
+}
