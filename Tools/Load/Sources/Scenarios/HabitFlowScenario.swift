@@ -190,6 +190,12 @@ public struct HabitFlowScenario: LoadScenario {
         case .dashboard:
             let dashboard = try await Habitflow_Gateway_V1_GatewayService.Client(transport: connection.habits).getDashboard(
                 Habitflow_Gateway_V1_GetDashboardRequest(), options: options)
+            // The gateway answers with the parts it got in time and marks the others missing. Goals and the
+            // leaderboard may be absent where those services do not run; the habits part is this scenario's own.
+            if let missing = dashboard.missingParts.first(where: { $0.part == .habits }) {
+                let code = RPCStatusCode(rawValue: Int(missing.code)).map { "\($0)" } ?? "code \(missing.code)"
+                throw ResponseCheckFailure("the dashboard came without its habits part (\(code): \(missing.message))")
+            }
             guard !dashboard.weekName.isEmpty else { throw ResponseCheckFailure("the dashboard has no week") }
         case .getProfile:
             let profile = try await Habitflow_Auth_V1_AuthService.Client(transport: connection.auth).getProfile(

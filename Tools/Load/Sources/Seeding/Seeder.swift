@@ -11,8 +11,11 @@ public struct SeedPlan: Sendable, Hashable {
     public var days = 1825
     /// Share of days each habit is marked done.
     public var doneRatio = 0.6
-    /// Calls in flight at once.
+    /// Calls in flight at once while adding entries.
     public var concurrency = 64
+    /// Sign-ups in flight at once. Each costs auth a bcrypt hash (about a quarter second of a core at cost 12): more
+    /// than the auth's cores can hash within the call deadline only makes calls time out while auth keeps hashing.
+    public var signupConcurrency = 8
     public var connections = 4
     /// Seeds which days are done, so two seedings with the same plan make the same history.
     public var seed: UInt64 = 1
@@ -25,6 +28,7 @@ public struct SeedPlan: Sendable, Hashable {
         guard days >= 0 else { throw PlanError("--days cannot be negative") }
         guard (0...1).contains(doneRatio) else { throw PlanError("--done-ratio must be between 0 and 1") }
         guard concurrency >= 1 else { throw PlanError("--concurrency must be at least 1") }
+        guard signupConcurrency >= 1 else { throw PlanError("--signup-concurrency must be at least 1") }
         guard connections >= 1 else { throw PlanError("--connections must be at least 1") }
     }
 
@@ -103,7 +107,7 @@ public struct Seeder: Sendable {
         let started = clock.now
         let created = SharedCounter(0)
         let ticker = startTicker { "seed: \(created.fetchAndAdd(0))/\(plan.users) accounts" }
-        let users = await boundedConcurrentMap(count: plan.users, concurrency: plan.concurrency) {
+        let users = await boundedConcurrentMap(count: plan.users, concurrency: plan.signupConcurrency) {
             index -> Result<SeededUser, any Error> in
             let connection = connections[index % connections.count]
             do {
