@@ -744,6 +744,7 @@ let package = Package(
                 "HabitFlowGateway",
                 "HabitFlowHabits",
                 "HabitFlowHabitsProtos",
+                "HabitFlowPostgres",
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
                 "HabitFlowRPCServer",

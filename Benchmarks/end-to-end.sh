@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# End-to-end benchmark (prints figures; not a test): the stack in release mode on a throwaway Postgres, seeded
-# through the RPCs, then habitflow-load's mixed scenario open-loop at several rates through the gateway, and a
-# connection-scale step holding many HTTP/2 connections at a low rate. Per step: achieved rate, p50/p99/p99.9,
-# errors, and each process's CPU and peak RSS (from /proc), the driver's CPU too.
+# End-to-end benchmark (prints figures; not a test): the stack in release mode on a throwaway Postgres, seeded with
+# five years of history through the RPCs, then habitflow-load's mixed scenario open-loop at several rates through the
+# gateway, and a connection-scale step holding many HTTP/2 connections at a low rate. Per step: achieved rate,
+# p50/p99/p99.9, errors, and each process's CPU and peak RSS (from /proc), the driver's CPU too.
 #
-#   Benchmarks/end-to-end.sh                       # the issue's plan (about 15 minutes after the build)
+#   Benchmarks/end-to-end.sh                       # the issue's plan (about E2E_MINUTES minutes after the build)
 #   Benchmarks/end-to-end.sh --no-build --rates "250 500" --duration 10 --seed-days 28 --scale-connections 2000
 #
 # Options (defaults in brackets): --rates "250 500 1000 2000"  --duration 30 (s per step)  --warm-up 5
-#   --users 1000 (connected users, one connection each)  --seed-users 1000  --seed-habits 15  --seed-days 56
+#   --users 1000 (connected users, one connection each)  --seed-users 1000  --seed-habits 15  --seed-days 1825
 #   --scale-connections 10000  --scale-rate 200  --json FILE (every step's habitflow-load result, one file)
 #   --no-build (use what .build-release holds)
 #
-# Seeding 5 years (--seed-days 1825) goes through MarkHabitDone one entry at a time: the seed step prints its
-# rate; at that rate the full history takes hours, so the default seeds 8 weeks.
+# The seed step signs the accounts up through auth and creates their habits through the public API, then imports
+# their entries in batches through habits' internal ImportEntries (about 16.4 million for the defaults); it prints
+# both rates.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
@@ -25,7 +26,7 @@ warm_up=5
 users=1000
 seed_users=1000
 seed_habits=15
-seed_days=56
+seed_days=1825
 scale_connections=10000
 scale_rate=200
 json_out=""
@@ -43,7 +44,7 @@ while (($#)); do
         --scale-rate) scale_rate=$2; shift 2 ;;
         --json) json_out=$2; shift 2 ;;
         --no-build) build=false; shift ;;
-        -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "end-to-end: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -149,7 +150,7 @@ ticks_per_second=$(getconf CLK_TCK)
 processes=(gateway auth habits postgres)
 pid_of() { if [[ $1 == postgres ]]; then echo "$pg_pid"; else echo "${service_pid[$1]}"; fi; }
 
-log "seeding $seed_users accounts × $seed_habits habits × $seed_days days (straight to the services)"
+log "seeding $seed_users accounts × $seed_habits habits × $seed_days days (straight to the services; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 "$bin/habitflow-load" seed --direct-auth 127.0.0.1:7071 --direct-habits 127.0.0.1:7072 \
     --users "$seed_users" --habits "$seed_habits" --days "$seed_days" --accounts "$workdir/accounts.jsonl" \
     --json "$workdir/seed.json" 2>"$workdir/seed.log" | sed 's/^/  /' || { tail -20 "$workdir/seed.log" >&2; exit 1; }

@@ -174,6 +174,12 @@ import Testing
                 .purgeUser(.with { $0.userID = registered.user.id }, options: options)
         }
         #expect(habitsInternal?.code == .unimplemented)
+        // Bulk imports included: only tools holding the internal credential reach them, straight at habits.
+        let importEntries = await #expect(throws: RPCError.self) {
+            _ = try await Habitflow_Habits_V1_HabitsInternal.Client(transport: clients.channel)
+                .importEntries(.with { $0.userID = registered.user.id }, options: options)
+        }
+        #expect(importEntries?.code == .unimplemented)
 
         // Reflection: the public services only; the internal ones are not even described.
         let reflection = Grpc_Reflection_V1_ServerReflection.Client(transport: clients.channel)

@@ -4,6 +4,7 @@ import HabitFlowGateway
 import HabitFlowHabits
 import HabitFlowHabitsProtos
 import HabitFlowLoad
+import HabitFlowPostgres
 import HabitFlowRPC
 import HabitFlowRPCClient
 import HabitFlowServiceKit
@@ -123,7 +124,7 @@ struct ServiceStack {
         #expect(report.operations.allSatisfy { $0.succeeded > 0 }, "\(report.operations.map { ($0.name, $0.succeeded) })")
     }
 
-    @Test func seedWritesHistoryAndARunResumesTheSeededAccounts() async throws {
+    @Test func seedMarksDoneOneByOneAndARunResumesTheSeededAccounts() async throws {
         let stack = try await ServiceStack.start()
         let accounts = temporaryPath("accounts.jsonl")
         let figures = temporaryPath("seed.json")
@@ -132,8 +133,9 @@ struct ServiceStack {
             try? FileManager.default.removeItem(atPath: figures)
         }
         let (status, output) = await runCommand(
-            ["seed", "--users", "3", "--habits", "2", "--days", "10", "--done-ratio", "0.5", "--concurrency", "8",
-             "--connections", "2", "--accounts", accounts, "--json", figures] + stack.directArguments)
+            ["seed", "--entries", "mark-done", "--users", "3", "--habits", "2", "--days", "10", "--done-ratio", "0.5",
+             "--concurrency", "8", "--connections", "2", "--accounts", accounts, "--json", figures]
+                + stack.directArguments)
         #expect(status == 0, "\(output.diagnostics)")
         #expect(output.standard.contains("accounts: 3 with 6 habits"))
         var plan = SeedPlan()
@@ -191,5 +193,74 @@ struct ServiceStack {
         let resumed = try SeededAccountsFile.read(accounts)
         #expect(resumed.map(\.email) == seeded.map(\.email))
         #expect(zip(seeded, resumed).allSatisfy { $0.refreshToken != $1.refreshToken && $1.refreshToken != nil })
+    }
+
+    /// The default path: five years of history through ImportEntries, in batches smaller than one user's history.
+    @Test func seedImportsFiveYearsOfHistory() async throws {
+        let stack = try await ServiceStack.start()
+        let accounts = temporaryPath("five-years.jsonl")
+        let figures = temporaryPath("five-years.json")
+        defer {
+            try? FileManager.default.removeItem(atPath: accounts)
+            try? FileManager.default.removeItem(atPath: figures)
+        }
+        let (status, output) = await runCommand(
+            ["seed", "--users", "2", "--habits", "3", "--days", "1825", "--batch-size", "1000", "--concurrency", "2",
+             "--accounts", accounts, "--json", figures] + stack.directArguments)
+        #expect(status == 0, "\(output.diagnostics)")
+        #expect(output.standard.contains("through import, 0 failed"), "\(output.standard)")
+        var plan = SeedPlan()
+        plan.users = 2
+        plan.habitsPerUser = 3
+        plan.days = 1825
+        let expected = plan.entryCount
+        #expect(expected > 6000)
+        let written = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: figures))) as? [String: Double])
+        #expect(written["entries"] == Double(expected))
+        #expect(written["failed"] == 0)
+
+        // Count them back per user with AggregateEntries, and read five years of score history.
+        let signer = InternalCredentialClientInterceptor(
+            credential: InternalCredential(secret: ServiceStack.secret), caller: "load-tests")
+        let channel = try RPCChannel(
+            configuration: RPCChannelConfiguration(host: "127.0.0.1", port: stack.habits.port), interceptors: [signer],
+            logger: quietLogger)
+        let internalAPI = Habitflow_Habits_V1_HabitsInternal.Client(transport: channel)
+        let publicAPI = Habitflow_Habits_V1_HabitsService.Client(transport: channel)
+        func day(_ daysAgo: Int) -> LocalDate {
+            LocalDate(daysSinceEpoch: Int((Date().timeIntervalSince1970 / 86_400).rounded(.down)) - daysAgo)
+        }
+        func date(_ daysAgo: Int) -> Habitflow_Habits_V1_LocalDate {
+            let day = day(daysAgo)
+            return .with { $0.year = Int32(day.year); $0.month = Int32(day.month); $0.day = Int32(day.day) }
+        }
+        var counted: Int64 = 0
+        for account in try SeededAccountsFile.read(accounts) {
+            let userID = try #require(UUID(uuidString: account.userID))
+            let habits = try await publicAPI.listHabits(.init(), options: .onBehalf(of: userID)).habits
+            #expect(habits.count == 3)
+            let aggregates = try await internalAPI.aggregateEntries(
+                .with {
+                    $0.userID = account.userID
+                    $0.habitIds = habits.map(\.id)
+                    $0.startDate = date(1824)
+                    $0.endDate = date(0)
+                })
+            counted += aggregates.aggregates.reduce(0) { $0 + $1.entryCount }
+            // The habits count from their first entry's week, so the weeks of the imported years score them.
+            let history = try await publicAPI.getScoreHistory(
+                .with {
+                    let oldest = IsoWeek(containing: day(1800))
+                    $0.startWeek = .with { $0.year = Int32(oldest.year); $0.week = Int32(oldest.week) }
+                }, options: .onBehalf(of: userID)
+            ).weeks
+            #expect(history.count > 250)
+            #expect(history.allSatisfy { $0.score.totalHabits == 3 }, "\(history.prefix(3).map(\.score.display))")
+            #expect(history.contains { $0.score.metHabits > 0 })
+        }
+        await channel.close()
+        await stack.stop()
+        #expect(counted == Int64(expected))
     }
 }

@@ -12,6 +12,8 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
     static let maximumHabitsPerAggregate = 100
     static let maximumAggregateDays = 4_000
     static let maximumUsersPerScoreCall = 100
+    /// About 1 MB of request: well under the 4 MiB message limit, and one statement Postgres inserts in a blink.
+    static let maximumEntriesPerImport = 10_000
 
     /// Defense in depth: the gateway never routes here, and a call it signs is refused should it try.
     private func requireServiceCaller() throws {
@@ -99,5 +101,26 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
         try validator.check()
         let existed = try await store.pool.transaction { try await store.purgeUser($0, user: userID) }
         return .with { $0.existed = existed }
+    }
+
+    func importEntries(
+        request: Habitflow_Habits_V1_ImportEntriesRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_ImportEntriesResponse {
+        try requireServiceCaller()
+        var validator = RequestValidator()
+        let userID = validator.id(request.userID, field: "user_id")
+        // The user's today decides which dates are in the future; a user the service does not know has no habits.
+        let zone = validator.violations.isEmpty ? try await store.timeZones(of: [userID])[userID] : nil
+        let entries = validator.importedEntries(
+            request.entries, field: "entries", maximum: Self.maximumEntriesPerImport,
+            today: clock.today(in: zone ?? .utc))
+        try validator.check()
+        // check() passed, so every entry parsed and there is at least one.
+        guard zone != nil else { throw HabitsErrors.habitNotFound(entries[0].habitID) }
+        let result = try await store.importEntries(user: userID, entries: entries, now: clock.now)
+        return .with {
+            $0.importedEntries = Int32(result.imported)
+            $0.existingEntries = Int32(result.existing)
+        }
     }
 }

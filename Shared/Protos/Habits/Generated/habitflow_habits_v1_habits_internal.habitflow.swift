@@ -14,7 +14,8 @@ public enum Habitflow_Habits_V1_HabitsInternal {
         public static let aggregateEntries = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "AggregateEntries")
         public static let getWeeklyScores = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "GetWeeklyScores")
         public static let purgeUser = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "PurgeUser")
-        public static let all: [MethodDescriptor] = [aggregateEntries, getWeeklyScores, purgeUser]
+        public static let importEntries = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "ImportEntries")
+        public static let all: [MethodDescriptor] = [aggregateEntries, getWeeklyScores, purgeUser, importEntries]
     }
 
     /// Implement this to serve habitflow.habits.v1.HabitsInternal.
@@ -29,6 +30,17 @@ public enum Habitflow_Habits_V1_HabitsInternal {
 
         /// Removes everything of a user (as on UserDeleted). Later calls for that user are refused.
         func purgeUser(request: Habitflow_Habits_V1_PurgeUserRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_PurgeUserResponse
+
+        /// Adds up to 10,000 past entries of one user's live habits in one transaction (bulk seeding, imports from other
+        /// apps), as that many MarkHabitDone calls would, with the same rules: dates not after the user's today, values
+        /// 0..1,000,000,000. All or nothing: INVALID_ARGUMENT names every bad entry, NOT_FOUND a habit that is not the
+        /// user's, FAILED_PRECONDITION (HABIT_DELETED) a deleted habit, and then nothing is written. Every entry carries its
+        /// id: an id the user has already is skipped, so a retried call adds nothing twice.
+        ///
+        /// A habit counts in weekly scores from the week of its earliest entry: an entry dated before the habit's
+        /// `live_from` moves `live_from` (and its first target period) back to that entry's week, so the week views and
+        /// score history of the imported weeks show it (the habit, updated, appears in ListChanges).
+        func importEntries(request: Habitflow_Habits_V1_ImportEntriesRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_ImportEntriesResponse
     }
 
     /// Calls habitflow.habits.v1.HabitsInternal through a transport (an `RPCChannel`).
@@ -71,6 +83,23 @@ public enum Habitflow_Habits_V1_HabitsInternal {
         public func purgeUserWithMetadata(_ request: Habitflow_Habits_V1_PurgeUserRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Habits_V1_PurgeUserResponse> {
             try await transport.unary(Habitflow_Habits_V1_HabitsInternal.Method.purgeUser, request, options: options, idempotentByDefault: true)
         }
+
+        /// Adds up to 10,000 past entries of one user's live habits in one transaction (bulk seeding, imports from other
+        /// apps), as that many MarkHabitDone calls would, with the same rules: dates not after the user's today, values
+        /// 0..1,000,000,000. All or nothing: INVALID_ARGUMENT names every bad entry, NOT_FOUND a habit that is not the
+        /// user's, FAILED_PRECONDITION (HABIT_DELETED) a deleted habit, and then nothing is written. Every entry carries its
+        /// id: an id the user has already is skipped, so a retried call adds nothing twice.
+        ///
+        /// A habit counts in weekly scores from the week of its earliest entry: an entry dated before the habit's
+        /// `live_from` moves `live_from` (and its first target period) back to that entry's week, so the week views and
+        /// score history of the imported weeks show it (the habit, updated, appears in ListChanges).
+        public func importEntries(_ request: Habitflow_Habits_V1_ImportEntriesRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Habits_V1_ImportEntriesResponse {
+            try await importEntriesWithMetadata(request, options: options).message
+        }
+
+        public func importEntriesWithMetadata(_ request: Habitflow_Habits_V1_ImportEntriesRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Habits_V1_ImportEntriesResponse> {
+            try await transport.unary(Habitflow_Habits_V1_HabitsInternal.Method.importEntries, request, options: options, idempotentByDefault: true)
+        }
     }
 }
 
@@ -82,6 +111,7 @@ extension Habitflow_Habits_V1_HabitsInternal.Handler {
             .unary(Habitflow_Habits_V1_HabitsInternal.Method.aggregateEntries) { try await self.aggregateEntries(request: $0, context: $1) },
             .unary(Habitflow_Habits_V1_HabitsInternal.Method.getWeeklyScores) { try await self.getWeeklyScores(request: $0, context: $1) },
             .unary(Habitflow_Habits_V1_HabitsInternal.Method.purgeUser) { try await self.purgeUser(request: $0, context: $1) },
+            .unary(Habitflow_Habits_V1_HabitsInternal.Method.importEntries) { try await self.importEntries(request: $0, context: $1) },
         ]
     }
 }

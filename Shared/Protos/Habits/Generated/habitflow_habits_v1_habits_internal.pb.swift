@@ -212,6 +212,76 @@ public nonisolated struct Habitflow_Habits_V1_PurgeUserResponse: Sendable {
   public init() {}
 }
 
+public nonisolated struct Habitflow_Habits_V1_ImportEntriesRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var userID: String = String()
+
+  /// 1..10,000 entries of the user's habits; no entry id twice.
+  public var entries: [Habitflow_Habits_V1_ImportedEntry] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Habits_V1_ImportedEntry: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Required UUID, chosen by the caller: the entry's id, and the key that makes a retried import add nothing.
+  public var entryID: String = String()
+
+  /// A live habit of the user's.
+  public var habitID: String = String()
+
+  /// Required; not after the user's today in their time zone.
+  public var date: Habitflow_Habits_V1_LocalDate {
+    get {_date ?? Habitflow_Habits_V1_LocalDate()}
+    set {_date = newValue}
+  }
+  /// Returns true if `date` has been explicitly set.
+  public var hasDate: Bool {self._date != nil}
+  /// Clears the value of `date`. Subsequent reads from it will return its default value.
+  public mutating func clearDate() {self._date = nil}
+
+  /// 0..1,000,000,000; unset: 1.
+  public var value: Double {
+    get {_value ?? 0}
+    set {_value = newValue}
+  }
+  /// Returns true if `value` has been explicitly set.
+  public var hasValue: Bool {self._value != nil}
+  /// Clears the value of `value`. Subsequent reads from it will return its default value.
+  public mutating func clearValue() {self._value = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _date: Habitflow_Habits_V1_LocalDate? = nil
+  fileprivate var _value: Double? = nil
+}
+
+public nonisolated struct Habitflow_Habits_V1_ImportEntriesResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Entries this call added.
+  public var importedEntries: Int32 = 0
+
+  /// Entries whose id the user had already (a retry), left as they were.
+  public var existingEntries: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "habitflow.habits.v1"
@@ -527,6 +597,125 @@ nonisolated extension Habitflow_Habits_V1_PurgeUserResponse: SwiftProtobuf.Messa
 
   public static func ==(lhs: Habitflow_Habits_V1_PurgeUserResponse, rhs: Habitflow_Habits_V1_PurgeUserResponse) -> Bool {
     if lhs.existed != rhs.existed {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Habits_V1_ImportEntriesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ImportEntriesRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{1}entries\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.userID) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.entries) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.userID.isEmpty {
+      try visitor.visitSingularStringField(value: self.userID, fieldNumber: 1)
+    }
+    if !self.entries.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.entries, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Habits_V1_ImportEntriesRequest, rhs: Habitflow_Habits_V1_ImportEntriesRequest) -> Bool {
+    if lhs.userID != rhs.userID {return false}
+    if lhs.entries != rhs.entries {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Habits_V1_ImportedEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ImportedEntry"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}entry_id\0\u{3}habit_id\0\u{1}date\0\u{1}value\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.entryID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.habitID) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._date) }()
+      case 4: try { try decoder.decodeSingularDoubleField(value: &self._value) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.entryID.isEmpty {
+      try visitor.visitSingularStringField(value: self.entryID, fieldNumber: 1)
+    }
+    if !self.habitID.isEmpty {
+      try visitor.visitSingularStringField(value: self.habitID, fieldNumber: 2)
+    }
+    try { if let v = self._date {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    try { if let v = self._value {
+      try visitor.visitSingularDoubleField(value: v, fieldNumber: 4)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Habits_V1_ImportedEntry, rhs: Habitflow_Habits_V1_ImportedEntry) -> Bool {
+    if lhs.entryID != rhs.entryID {return false}
+    if lhs.habitID != rhs.habitID {return false}
+    if lhs._date != rhs._date {return false}
+    if lhs._value != rhs._value {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Habits_V1_ImportEntriesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ImportEntriesResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}imported_entries\0\u{3}existing_entries\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.importedEntries) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.existingEntries) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.importedEntries != 0 {
+      try visitor.visitSingularInt32Field(value: self.importedEntries, fieldNumber: 1)
+    }
+    if self.existingEntries != 0 {
+      try visitor.visitSingularInt32Field(value: self.existingEntries, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Habits_V1_ImportEntriesResponse, rhs: Habitflow_Habits_V1_ImportEntriesResponse) -> Bool {
+    if lhs.importedEntries != rhs.importedEntries {return false}
+    if lhs.existingEntries != rhs.existingEntries {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

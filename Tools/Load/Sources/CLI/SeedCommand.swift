@@ -8,10 +8,14 @@ struct SeedCommand: LoadSubcommand {
         commandName: "seed",
         abstract: "Bulk-loads accounts, habits and past entries through the services' RPCs; reports the rate.",
         discussion: """
-            Signs up --users accounts (time zone UTC) with --habits habits each, then marks each habit done on \
-            about --done-ratio of the last --days days (the same days for the same --seed), --concurrency calls \
-            at a time. The accounts (email, password, user id, refresh token) go to --accounts, one JSON object a \
-            line; `habitflow-load run --accounts FILE` resumes them and saves their rotated refresh tokens back.
+            Signs up --users accounts (time zone UTC) through auth with --habits habits each (created through the \
+            public API), then marks each habit done on about --done-ratio of the last --days days (the same days \
+            for the same --seed). Entries go in batches of --batch-size through the habits service's internal \
+            ImportEntries (--entries import, the default: straight to habits at --import-habits, signed with \
+            --internal-secret; habits then count from their earliest entry's week), or one MarkHabitDone call \
+            each on the seeding route (--entries mark-done), --concurrency calls at a time. The accounts (email, \
+            password, user id, refresh token) go to --accounts, one JSON object a line; `habitflow-load run \
+            --accounts FILE` resumes them and saves their rotated refresh tokens back.
 
             Example (straight to the services, no gateway in the path):
               habitflow-load seed --direct-auth 127.0.0.1:7071 --direct-habits 127.0.0.1:7072 \\
@@ -32,8 +36,31 @@ struct SeedCommand: LoadSubcommand {
     @Option(help: "Share of days each habit is marked done (0 to 1).")
     var doneRatio = 0.6
 
-    @Option(help: "Calls in flight at once while adding entries.")
-    var concurrency = 64
+    @Option(
+        help: ArgumentHelp(
+            "How entries are written: import (ImportEntries batches) or mark-done (one call each).",
+            valueName: "import|mark-done"),
+        transform: { text in
+            guard let path = SeedEntryPath(rawValue: text) else {
+                throw ValidationError("--entries must be import or mark-done, got '\(text)'")
+            }
+            return path
+        })
+    var entries = SeedEntryPath.importEntries
+
+    @Option(help: "Entries per ImportEntries call (at most 10000).")
+    var batchSize = 10_000
+
+    @Option(
+        help: ArgumentHelp(
+            "Habits service address for ImportEntries (default: --direct-habits, else the local stack's 127.0.0.1:7072)."
+                + " The gateway never routes it.",
+            valueName: "host:port"),
+        transform: { try RPCTarget(parsing: $0) })
+    var importHabits: RPCTarget?
+
+    @Option(help: "Calls in flight at once while adding entries (default: 4 with --entries import, 64 with mark-done).")
+    var concurrency: Int?
 
     @Option(help: "Sign-ups in flight at once (each is a bcrypt hash in auth; keep it near auth's cores × 4).")
     var signupConcurrency = 8
@@ -56,7 +83,9 @@ struct SeedCommand: LoadSubcommand {
         plan.habitsPerUser = habits
         plan.days = days
         plan.doneRatio = doneRatio
-        plan.concurrency = concurrency
+        plan.entryPath = entries
+        plan.batchSize = batchSize
+        plan.concurrency = concurrency ?? SeedPlan.defaultConcurrency(for: entries)
         plan.signupConcurrency = signupConcurrency
         plan.connections = connections
         plan.seed = seed
@@ -67,12 +96,16 @@ struct SeedCommand: LoadSubcommand {
             return LoadExitCode.usage
         }
         let settings = endpoint.scenarioSettings()
+        let importRoute = EntryImportRoute(
+            habits: importHabits ?? settings.direct?.habits ?? RPCTarget(host: "127.0.0.1", port: 7072),
+            internalSecret: settings.internalSecret)
         output.diagnostics(
             "habitflow-load: seeding \(users) accounts × \(habits) habits × \(days) days (done ratio \(doneRatio)) "
-                + "through \(settings.targetDescription)")
+                + "through \(settings.targetDescription)"
+                + (entries == .importEntries ? ", entries through ImportEntries at \(importRoute.habits)" : ""))
         let seeder = Seeder(
-            connector: settings.habitFlowConnector, callTimeout: settings.callTimeout, plan: plan, stopper: stopper,
-            log: { output.diagnostics($0) })
+            connector: settings.habitFlowConnector, importRoute: importRoute, callTimeout: settings.callTimeout,
+            plan: plan, stopper: stopper, log: { output.diagnostics($0) })
         let result: SeedResult
         do {
             result = try await seeder.run()
@@ -90,7 +123,8 @@ struct SeedCommand: LoadSubcommand {
                 + "\(formatSeconds(result.accountsDuration)) (\(String(format: "%.1f", result.accountsPerSecond)) accounts/s)")
         output.standard(
             "entries: \(result.entries) in \(formatSeconds(result.entriesDuration)) "
-                + "(\(String(format: "%.0f", result.entriesPerSecond)) entries/s), \(failed) failed"
+                + "(\(String(format: "%.0f", result.entriesPerSecond)) entries/s) through \(entries.rawValue), "
+                + "\(failed) failed"
                 + (result.failures.isEmpty
                     ? "" : " (" + result.failures.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")"))
         if result.stoppedEarly { output.standard("stopped early: the history is incomplete") }

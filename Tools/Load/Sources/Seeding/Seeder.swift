@@ -1,6 +1,17 @@
 public import Foundation
+internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
+internal import HabitFlowRPCClient
+internal import HabitFlowServiceKit
 internal import Synchronization
+
+/// How the seeder writes entries.
+public enum SeedEntryPath: String, Sendable, Hashable, CaseIterable {
+    /// `HabitsInternal/ImportEntries`: one user's entries in batches, one transaction each (straight to habits).
+    case importEntries = "import"
+    /// `HabitsService/MarkHabitDone`, one call per entry, on the seeding route (the gateway or straight to habits).
+    case markDone = "mark-done"
+}
 
 /// How much history `habitflow-load seed` makes.
 public struct SeedPlan: Sendable, Hashable {
@@ -11,8 +22,12 @@ public struct SeedPlan: Sendable, Hashable {
     public var days = 1825
     /// Share of days each habit is marked done.
     public var doneRatio = 0.6
-    /// Calls in flight at once while adding entries.
-    public var concurrency = 64
+    public var entryPath = SeedEntryPath.importEntries
+    /// Calls in flight at once while adding entries: a few import batches keep Postgres busy (each is thousands of
+    /// rows); one-entry MarkHabitDone calls need many (``defaultConcurrency(for:)``).
+    public var concurrency = SeedPlan.defaultConcurrency(for: .importEntries)
+    /// Entries per ImportEntries call (the service takes at most 10,000).
+    public var batchSize = 10_000
     /// Sign-ups in flight at once. Each costs auth a bcrypt hash (about a quarter second of a core at cost 12): more
     /// than the auth's cores can hash within the call deadline only makes calls time out while auth keeps hashing.
     public var signupConcurrency = 8
@@ -22,6 +37,13 @@ public struct SeedPlan: Sendable, Hashable {
 
     public init() {}
 
+    public static func defaultConcurrency(for path: SeedEntryPath) -> Int {
+        switch path {
+        case .importEntries: 4
+        case .markDone: 64
+        }
+    }
+
     public func validate() throws(PlanError) {
         guard users >= 1 else { throw PlanError("--users must be at least 1") }
         guard (1...15).contains(habitsPerUser) else { throw PlanError("--habits must be 1 to 15 (the service's limit)") }
@@ -30,6 +52,9 @@ public struct SeedPlan: Sendable, Hashable {
         guard concurrency >= 1 else { throw PlanError("--concurrency must be at least 1") }
         guard signupConcurrency >= 1 else { throw PlanError("--signup-concurrency must be at least 1") }
         guard connections >= 1 else { throw PlanError("--connections must be at least 1") }
+        guard (1...10_000).contains(batchSize) else {
+            throw PlanError("--batch-size must be 1 to 10000 (the service's limit)")
+        }
     }
 
     /// Whether habit `habit` of user `user` is done `daysAgo` days before today: a hash of the four numbers, so the
@@ -68,39 +93,71 @@ public struct SeedResult: Sendable {
     public var entriesPerSecond: Double { Double(entries) / max(entriesDuration.seconds, 1e-9) }
 }
 
-/// Bulk-loads history through the public RPCs: signs up `users` accounts (UTC) with `habitsPerUser` habits each,
-/// then marks habits done on past days, `concurrency` calls at a time. Every create carries a client-chosen id, so
-/// a retried call never makes a second entry.
+/// Where the seeder sends `HabitsInternal/ImportEntries`: the habits service itself (the gateway never routes
+/// internal services), signed with the internal credential.
+public struct EntryImportRoute: Sendable {
+    public var habits: RPCTarget
+    public var internalSecret: String
+
+    /// The caller name the seeder signs as (internal RPCs refuse calls signed as the gateway).
+    static let caller = "habitflow-load"
+
+    public init(habits: RPCTarget, internalSecret: String) {
+        self.habits = habits
+        self.internalSecret = internalSecret
+    }
+}
+
+/// Bulk-loads history: signs up `users` accounts (UTC) through auth and creates `habitsPerUser` habits each through
+/// the public API (the real paths), then writes their past entries, `concurrency` calls at a time: in batches of a
+/// user's entries through `HabitsInternal/ImportEntries` (the default), or one MarkHabitDone call per entry. Every
+/// create carries a client-chosen id, so a retried call never makes a second entry.
 public struct Seeder: Sendable {
     let api: HabitFlowAPI
     public let plan: SeedPlan
+    let importRoute: EntryImportRoute?
     let log: @Sendable (String) -> Void
     let stopper: LoadStopper
 
+    /// `importRoute` is required when the plan imports entries.
     public init(
-        connector: HabitFlowConnector, callTimeout: Duration, plan: SeedPlan, stopper: LoadStopper = LoadStopper(),
-        log: @escaping @Sendable (String) -> Void
+        connector: HabitFlowConnector, importRoute: EntryImportRoute? = nil, callTimeout: Duration, plan: SeedPlan,
+        stopper: LoadStopper = LoadStopper(), log: @escaping @Sendable (String) -> Void
     ) {
         self.api = HabitFlowAPI(connector: connector, callTimeout: callTimeout)
         self.plan = plan
+        self.importRoute = importRoute
         self.stopper = stopper
         self.log = log
     }
 
     public func run() async throws -> SeedResult {
         try plan.validate()
+        if plan.entryPath == .importEntries, importRoute == nil {
+            throw PlanError("importing entries needs the habits service's address and the internal secret")
+        }
         let connections = try await openConnections()
-        do {
-            let result = try await seed(over: connections)
+        var importChannels: [RPCChannel] = []
+        func closeAll() async {
             for connection in connections { await connection.close() }
+            for channel in importChannels { await channel.close() }
+        }
+        do {
+            if plan.entryPath == .importEntries, let importRoute {
+                importChannels = try await openImportChannels(importRoute)
+            }
+            let result = try await seed(over: connections, importChannels: importChannels)
+            await closeAll()
             return result
         } catch {
-            for connection in connections { await connection.close() }
+            await closeAll()
             throw error
         }
     }
 
-    private func seed(over connections: [HabitFlowConnection]) async throws -> SeedResult {
+    private func seed(
+        over connections: [HabitFlowConnection], importChannels: [RPCChannel]
+    ) async throws -> SeedResult {
         let clock = ContinuousClock()
 
         // Accounts and habits: signing up is bcrypt-bound (auth's threads), so this phase is slow per account.
@@ -138,10 +195,7 @@ public struct Seeder: Sendable {
             "seed: \(seeded.count) accounts with \(plan.habitsPerUser) habits each in \(formatSeconds(accountsDuration)) "
                 + "(\(String(format: "%.1f", Double(seeded.count) / max(accountsDuration.seconds, 1e-9))) accounts/s)")
 
-        // Entries: user by user, habit by habit, day by day, skipping the days the plan leaves undone.
         let entriesStarted = clock.now
-        let days = (0..<plan.days).map { LocalDay.today(minus: $0) }
-        let cursor = EntryCursor(plan: plan)
         let written = SharedCounter(0)
         let failures = FailureCounts()
         let entryTicker = startTicker {
@@ -149,6 +203,67 @@ public struct Seeder: Sendable {
             let rate = Double(count) / max((clock.now - entriesStarted).seconds, 1e-9)
             return "seed: \(count) entries (\(String(format: "%.0f", rate))/s)"
         }
+        let days = (0..<plan.days).map { LocalDay.today(minus: $0) }
+        switch plan.entryPath {
+        case .importEntries:
+            await importEntries(of: seeded, days: days, over: importChannels, written: written, failures: failures)
+        case .markDone:
+            await markEntriesDone(of: seeded, days: days, over: connections, written: written, failures: failures)
+        }
+        entryTicker.cancel()
+        return SeedResult(
+            accounts: seeded.map(\.account), accountsDuration: accountsDuration, habits: seeded.count * plan.habitsPerUser,
+            entries: written.fetchAndAdd(0), entriesDuration: clock.now - entriesStarted,
+            failures: failures.counts, stoppedEarly: stopper.isStopped)
+    }
+
+    /// Each task takes the next user, makes all of that user's entries, and sends them in batches of
+    /// `plan.batchSize`, one after the other (a user's writes serialize in the service anyway). A batch keeps its
+    /// entry ids across retries, so a retry of a batch that did commit adds nothing.
+    private func importEntries(
+        of seeded: [SeededUser], days: [LocalDay], over channels: [RPCChannel], written: SharedCounter,
+        failures: FailureCounts
+    ) async {
+        let dates = days.map(\.proto)
+        let nextUser = SharedCounter(0)
+        let options = CallOptions(timeout: api.callTimeout)
+        let plan = plan
+        let stopper = stopper
+        await withDiscardingTaskGroup { group in
+            for worker in 0..<plan.concurrency {
+                let client = Habitflow_Habits_V1_HabitsInternal.Client(transport: channels[worker % channels.count])
+                group.addTask {
+                    while !stopper.isStopped {
+                        let index = nextUser.fetchAndAdd(1)
+                        guard index < seeded.count else { return }
+                        let user = seeded[index]
+                        let entries = plan.importedEntries(user: index, habits: user.habits, dates: dates)
+                        for start in stride(from: 0, to: entries.count, by: plan.batchSize) where !stopper.isStopped {
+                            let request = Habitflow_Habits_V1_ImportEntriesRequest.with {
+                                $0.userID = user.account.userID
+                                $0.entries = Array(entries[start..<min(start + plan.batchSize, entries.count)])
+                            }
+                            do {
+                                let response = try await retrying {
+                                    try await client.importEntries(request, options: options)
+                                }
+                                _ = written.fetchAndAdd(Int(response.importedEntries + response.existingEntries))
+                            } catch {
+                                failures.add(failureCode(of: error).code, count: request.entries.count)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// User by user, habit by habit, day by day, skipping the days the plan leaves undone: one call per entry.
+    private func markEntriesDone(
+        of seeded: [SeededUser], days: [LocalDay], over connections: [HabitFlowConnection], written: SharedCounter,
+        failures: FailureCounts
+    ) async {
+        let cursor = EntryCursor(plan: plan)
         let stopper = stopper
         await withDiscardingTaskGroup { group in
             for _ in 0..<plan.concurrency {
@@ -169,11 +284,23 @@ public struct Seeder: Sendable {
                 }
             }
         }
-        entryTicker.cancel()
-        return SeedResult(
-            accounts: seeded.map(\.account), accountsDuration: accountsDuration, habits: seeded.count * plan.habitsPerUser,
-            entries: written.fetchAndAdd(0), entriesDuration: clock.now - entriesStarted,
-            failures: failures.counts, stoppedEarly: stopper.isStopped)
+    }
+
+    /// One channel per `plan.connections` to the habits service, signed as ``EntryImportRoute/caller``.
+    private func openImportChannels(_ route: EntryImportRoute) async throws -> [RPCChannel] {
+        let signer = InternalCredentialClientInterceptor(
+            credential: InternalCredential(secret: route.internalSecret), caller: EntryImportRoute.caller)
+        let connector = RPCConnector(
+            target: route.habits, connectTimeout: api.connector.connectTimeout, logger: api.connector.logger,
+            interceptors: [signer])
+        var channels: [RPCChannel] = []
+        do {
+            for _ in 0..<plan.connections { channels.append(try await connector.open()) }
+        } catch {
+            for channel in channels { await channel.close() }
+            throw error
+        }
+        return channels
     }
 
     private func openConnections() async throws -> [HabitFlowConnection] {
@@ -203,7 +330,7 @@ public struct Seeder: Sendable {
 final class FailureCounts: Sendable {
     private let state = Mutex<[String: Int]>([:])
 
-    func add(_ code: String) { state.withLock { $0[code, default: 0] += 1 } }
+    func add(_ code: String, count: Int = 1) { state.withLock { $0[code, default: 0] += count } }
     var counts: [String: Int] { state.withLock { $0 } }
 }
 
@@ -229,6 +356,27 @@ func retrying<Value>(_ body: () async throws -> Value) async throws -> Value {
         }
     }
     return try await body()
+}
+
+extension SeedPlan {
+    /// The entries of user `user` (habit by habit, oldest day first), each with a new id, for ImportEntries.
+    /// `dates[daysAgo]` is the day `daysAgo` days before today.
+    func importedEntries(user: Int, habits: [String], dates: [Habitflow_Habits_V1_LocalDate])
+        -> [Habitflow_Habits_V1_ImportedEntry]
+    {
+        var entries: [Habitflow_Habits_V1_ImportedEntry] = []
+        entries.reserveCapacity(Int(Double(habits.count * dates.count) * doneRatio * 1.1))
+        for (habit, habitID) in habits.enumerated() {
+            for daysAgo in dates.indices.reversed() where isDone(user: user, habit: habit, daysAgo: daysAgo) {
+                var entry = Habitflow_Habits_V1_ImportedEntry()
+                entry.entryID = UUID().uuidString.lowercased()
+                entry.habitID = habitID
+                entry.date = dates[daysAgo]
+                entries.append(entry)
+            }
+        }
+        return entries
+    }
 }
 
 /// Walks (user, habit, day) in order, handing out the done ones to the seeding tasks.
