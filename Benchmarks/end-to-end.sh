@@ -4,7 +4,7 @@
 # gateway, and a connection-scale step holding many HTTP/2 connections at a low rate. Per step: achieved rate,
 # p50/p99/p99.9, errors, and each process's CPU and peak RSS (from /proc), the driver's CPU too.
 #
-#   Benchmarks/end-to-end.sh                       # the issue's plan (about E2E_MINUTES minutes after the build)
+#   Benchmarks/end-to-end.sh                       # the issue's plan (about 20 minutes after the build, half seeding)
 #   Benchmarks/end-to-end.sh --no-build --rates "250 500" --duration 10 --seed-days 28 --scale-connections 2000
 #
 # Options (defaults in brackets): --rates "250 500 1000 2000"  --duration 30 (s per step)  --warm-up 5
@@ -84,17 +84,19 @@ pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    pg_stop "$workdir/postgres"
     rm -rf "$workdir"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The stack: scripts/stack owns Postgres (and starts the services once it does; until then they start here).
+# The stack's Postgres, as scripts/stack makes it (roles and schemas, the same passwords), started here rather than
+# through scripts/stack, whose own release build into .build would compete with the seeding for the cores.
 pg_port=$(pg_free_port)
-export HABITFLOW_DATA_DIR="$workdir/data" HABITFLOW_POSTGRES_PORT=$pg_port
-log "starting the stack (Postgres on 127.0.0.1:$pg_port)"
-"$HABITFLOW_ROOT/scripts/stack" --fresh >"$workdir/stack.log" 2>&1 &
-pids+=($!)
+log "starting Postgres on 127.0.0.1:$pg_port"
+pg_init "$workdir/postgres" "${HABITFLOW_POSTGRES_PASSWORD:-habitflow-local}"
+pg_start "$workdir/postgres" "$pg_port" "$workdir/postgres.log" || { cat "$workdir/postgres.log" >&2; exit 1; }
+pg_create_database "$workdir/postgres" "$pg_port" habitflow
 wait_for_port() { # port, seconds
     local deadline=$((SECONDS + $2))
     until (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
@@ -102,8 +104,6 @@ wait_for_port() { # port, seconds
         sleep 0.2
     done
 }
-wait_for_port "$pg_port" 120 || { cat "$workdir/stack.log" >&2; exit 1; }
-grep -q "Ctrl-C stops the stack" <(timeout 60 tail -f "$workdir/stack.log") || true
 
 export HABITFLOW_SQL_DIR="$HABITFLOW_ROOT/Schemas/sql" HABITFLOW_LOG_LEVEL=warning
 export HABITFLOW_INTERNAL_SECRET=${HABITFLOW_INTERNAL_SECRET:-$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')}
@@ -116,10 +116,6 @@ export HABITFLOW_GATEWAY_METRICS_PORT=0 HABITFLOW_AUTH_METRICS_PORT=0 HABITFLOW_
 export HABITFLOW_GATEWAY_ADDRESS_RATE_LIMIT=1000000 HABITFLOW_GATEWAY_ADDRESS_RATE_BURST=1000000
 declare -A service_pid
 start_service() { # name port [VARIABLE=value...]
-    if (echo >"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then
-        service_pid[$1]=$(ss -Hltnp "sport = :$2" | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2)
-        return
-    fi
     env "${@:3}" "$bin/habitflow-$1" >"$workdir/$1.log" 2>&1 &
     service_pid[$1]=$!
     pids+=($!)
@@ -130,7 +126,7 @@ start_service habits 7072
 # and acknowledges repeats), instead of being retried against closed ports for the whole run.
 start_service auth 7071 HABITFLOW_GOALS_ADDRESSES=127.0.0.1:7072 HABITFLOW_SOCIAL_ADDRESSES=127.0.0.1:7072
 start_service gateway 7070
-pg_pid=$(head -n 1 "$workdir/data/postgres/postmaster.pid")
+pg_pid=$(head -n 1 "$workdir/postgres/postmaster.pid")
 log "stack up: gateway ${service_pid[gateway]}, auth ${service_pid[auth]}, habits ${service_pid[habits]}, postgres $pg_pid"
 
 # CPU seconds (utime + stime, all threads) of a process and its children (Postgres backends are children).
@@ -151,7 +147,8 @@ processes=(gateway auth habits postgres)
 pid_of() { if [[ $1 == postgres ]]; then echo "$pg_pid"; else echo "${service_pid[$1]}"; fi; }
 
 log "seeding $seed_users accounts × $seed_habits habits × $seed_days days (straight to the services; load average $(cut -d' ' -f1-3 /proc/loadavg))"
-"$bin/habitflow-load" seed --direct-auth 127.0.0.1:7071 --direct-habits 127.0.0.1:7072 \
+# A 30 s deadline: on a busy machine a sign-up queues behind others' bcrypt hashes, and an import is 10,000 rows.
+"$bin/habitflow-load" seed --direct-auth 127.0.0.1:7071 --direct-habits 127.0.0.1:7072 --timeout 30s \
     --users "$seed_users" --habits "$seed_habits" --days "$seed_days" --accounts "$workdir/accounts.jsonl" \
     --json "$workdir/seed.json" 2>"$workdir/seed.log" | sed 's/^/  /' || { tail -20 "$workdir/seed.log" >&2; exit 1; }
 

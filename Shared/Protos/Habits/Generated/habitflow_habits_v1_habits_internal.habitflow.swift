@@ -35,7 +35,8 @@ public enum Habitflow_Habits_V1_HabitsInternal {
         /// apps), as that many MarkHabitDone calls would, with the same rules: dates not after the user's today, values
         /// 0..1,000,000,000. All or nothing: INVALID_ARGUMENT names every bad entry, NOT_FOUND a habit that is not the
         /// user's, FAILED_PRECONDITION (HABIT_DELETED) a deleted habit, and then nothing is written. Every entry carries its
-        /// id: an id the user has already is skipped, so a retried call adds nothing twice.
+        /// id: an id the user has already is skipped, so a retried call adds nothing twice. Unary rather than a client
+        /// stream: each call is one transaction that commits or not as a whole, which a caller can simply retry.
         ///
         /// A habit counts in weekly scores from the week of its earliest entry: an entry dated before the habit's
         /// `live_from` moves `live_from` (and its first target period) back to that entry's week, so the week views and
@@ -88,7 +89,8 @@ public enum Habitflow_Habits_V1_HabitsInternal {
         /// apps), as that many MarkHabitDone calls would, with the same rules: dates not after the user's today, values
         /// 0..1,000,000,000. All or nothing: INVALID_ARGUMENT names every bad entry, NOT_FOUND a habit that is not the
         /// user's, FAILED_PRECONDITION (HABIT_DELETED) a deleted habit, and then nothing is written. Every entry carries its
-        /// id: an id the user has already is skipped, so a retried call adds nothing twice.
+        /// id: an id the user has already is skipped, so a retried call adds nothing twice. Unary rather than a client
+        /// stream: each call is one transaction that commits or not as a whole, which a caller can simply retry.
         ///
         /// A habit counts in weekly scores from the week of its earliest entry: an entry dated before the habit's
         /// `live_from` moves `live_from` (and its first target period) back to that entry's week, so the week views and
