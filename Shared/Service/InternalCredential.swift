@@ -71,7 +71,7 @@ public struct InternalCredential: Sendable {
         for key in Key.all { metadata.removeAll(key) }
         let issuedAt = String(Int64(now.timeIntervalSince1970))
         metadata.add(Key.caller, identity.caller)
-        if let userID = identity.userID { metadata.add(Key.userID, userID.uuidString.lowercased()) }
+        if let userID = identity.userID { metadata.add(Key.userID, userID.lowercasedString) }
         if let sessionID = identity.sessionID { metadata.add(Key.sessionID, sessionID) }
         if let clientAddress = identity.clientAddress { metadata.add(Key.clientAddress, clientAddress) }
         metadata.add(Key.issuedAt, issuedAt)
@@ -90,7 +90,7 @@ public struct InternalCredential: Sendable {
         var identity = CallerIdentity(
             caller: caller, sessionID: metadata[Key.sessionID], clientAddress: metadata[Key.clientAddress])
         if let userID = metadata[Key.userID] {
-            guard let parsed = UUID(uuidString: userID) else { throw invalid("the user id is not a UUID") }
+            guard let parsed = UUID(canonical: userID) else { throw invalid("the user id is not a UUID") }
             identity.userID = parsed
         }
         guard let seconds = Int64(issuedAt),
@@ -110,7 +110,7 @@ public struct InternalCredential: Sendable {
     private func mac(_ identity: CallerIdentity, issuedAt: String, path: String) -> [UInt8] {
         // Fields joined by newlines, which none of them may contain (metadata values cannot).
         let fields = [
-            "v1", identity.caller, identity.userID?.uuidString.lowercased() ?? "", identity.sessionID ?? "",
+            "v1", identity.caller, identity.userID?.lowercasedString ?? "", identity.sessionID ?? "",
             identity.clientAddress ?? "", issuedAt, path,
         ]
         return SHA256.hmac(key: key, data: Array(fields.joined(separator: "\n").utf8))
@@ -187,7 +187,7 @@ public struct InternalCredentialClientInterceptor: ClientInterceptor {
         let metadata = call.options.metadata
         var identity = CallerIdentity(caller: caller)
         if let userID = metadata[InternalCredential.Key.userID] {
-            guard let parsed = UUID(uuidString: userID) else {
+            guard let parsed = UUID(canonical: userID) else {
                 throw RPCError(.invalidArgument, "\(InternalCredential.Key.userID) is not a UUID")
             }
             identity.userID = parsed
@@ -211,7 +211,7 @@ extension CallOptions {
     ) -> CallOptions {
         var options = CallOptions()
         options.timeout = timeout
-        options.metadata.add(InternalCredential.Key.userID, userID.uuidString.lowercased())
+        options.metadata.add(InternalCredential.Key.userID, userID.lowercasedString)
         if let sessionID { options.metadata.add(InternalCredential.Key.sessionID, sessionID) }
         if let clientAddress { options.metadata.add(InternalCredential.Key.clientAddress, clientAddress) }
         return options
