@@ -53,17 +53,17 @@ extension PostgresIntegrationTests {
             try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { slowPool in
                 try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { quickPool in
                     _ = try await quickPool.query("SELECT \(Int64(0))::int8")
-                    let slowFinished = Atomic(false)
+                    let slowFinished = Shared(false)
                     // The slow statement's first run prepares and executes it with libpq's blocking calls.
                     let slow = Task(executorPreference: slowPool.taskExecutor) {
                         try await slowPool.execute("SELECT pg_sleep(1.5)")
-                        slowFinished.store(true, ordering: .sequentiallyConsistent)
+                        slowFinished.value = true
                     }
                     try await Task.sleep(for: .milliseconds(100))
                     try await Task(executorPreference: quickPool.taskExecutor) {
                         for value in 1...10 { _ = try await quickPool.query("SELECT \(Int64(value))::int8") }
                     }.value
-                    #expect(!slowFinished.load(ordering: .sequentiallyConsistent))
+                    #expect(!slowFinished.value)
                     try await slow.value
                 }
             }
