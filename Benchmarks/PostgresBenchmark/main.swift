@@ -59,19 +59,6 @@ func postgresCPUSeconds() -> Double {
     ) { $0 + cpuSeconds($1) }
 }
 
-/// SplitMix64 (Steele, Lea and Flood): fast, and good enough to pick rows.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var value = state
-        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-        return value ^ (value >> 31)
-    }
-}
-
 struct Measurement {
     var rate: Double
     var clientMicroseconds: Double
@@ -94,8 +81,9 @@ func measure(
     try await withThrowingTaskGroup(of: Void.self) { group in
         for worker in 0..<concurrency {
             group.addTask(executorPreference: preferred) {
-                // pgbench draws its ids from its own generator too; the system one costs a getrandom call each.
-                var random = SplitMix64(seed: UInt64(worker) &+ 1)
+                // Ids spread over the table by a Weyl sequence (golden-ratio steps): as uniform as pgbench's
+                // random(), without the getrandom system call per statement that the system generator makes.
+                var sequence = UInt64(worker) &* 0x2545_F491_4F6C_DD1D
                 var count = 0
                 var counting = false
                 while true {
@@ -104,7 +92,8 @@ func measure(
                     if !counting && now >= warmUpEnd { counting = true }
                     switch workload {
                     case .select:
-                        let id = Int64.random(in: 1...rows, using: &random)
+                        sequence &+= 0x9E37_79B9_7F4A_7C15
+                        let id = Int64(sequence % UInt64(rows)) + 1
                         let row = try await pool.queryRow("SELECT value FROM bench_select WHERE id = \(id)")
                         _ = try row?.decode(0, as: String.self)
                     case .insert:

@@ -355,7 +355,7 @@ public struct PostgresNotification: Sendable, Hashable {
 
 /// Lays the parameters out in one buffer and calls `body` with libpq's value, length and format arrays.
 /// Text values are NUL-terminated (libpq ignores lengths for text), so a NUL inside text cannot be sent.
-/// The arrays live on the stack for the call: this runs for every statement.
+/// The arrays are temporary allocations (on the stack when small), not arrays: this runs for every statement.
 private func withParameterArrays<Result>(
     _ binds: [PostgresBind],
     _ body: (UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> Result
