@@ -598,6 +598,7 @@ let package = Package(
                 "HabitFlowRPCClient",
                 "HabitFlowRPCServer",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/PostgresTests",
