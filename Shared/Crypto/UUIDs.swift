@@ -20,7 +20,6 @@ extension UUID {
     public var lowercasedString: String {
         withUnsafeBytes(of: uuid) { raw in
             String(unsafeUninitializedCapacity: 36) { output in
-                let digits: StaticString = "0123456789abcdef"
                 var index = 0
                 for position in 0..<16 {
                     if position == 4 || position == 6 || position == 8 || position == 10 {
@@ -28,8 +27,8 @@ extension UUID {
                         index += 1
                     }
                     let byte = raw[position]
-                    output[index] = digits.utf8Start[Int(byte >> 4)]
-                    output[index + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                    output[index] = Hex.digits[Int(byte >> 4)]
+                    output[index + 1] = Hex.digits[Int(byte & 0x0F)]
                     index += 2
                 }
                 return 36
@@ -38,7 +37,7 @@ extension UUID {
     }
 
     /// Parses the canonical 8-4-4-4-12 hex form (either case) from its UTF-8 bytes; `nil` for anything else.
-    public init?(canonicalText bytes: some Collection<UInt8>) {
+    @inlinable public init?(canonicalText bytes: some Collection<UInt8>) {
         guard bytes.count == 36 else { return nil }
         var raw: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         let parsed = withUnsafeMutableBytes(of: &raw) { output -> Bool in
@@ -47,7 +46,7 @@ extension UUID {
                 if position == 4 || position == 6 || position == 8 || position == 10 {
                     guard iterator.next() == UInt8(ascii: "-") else { return false }
                 }
-                guard let high = iterator.next().flatMap(hexDigitValue), let low = iterator.next().flatMap(hexDigitValue)
+                guard let high = iterator.next().flatMap(Hex.digitValue), let low = iterator.next().flatMap(Hex.digitValue)
                 else { return false }
                 output[position] = high << 4 | low
             }
@@ -62,15 +61,5 @@ extension UUID {
         var text = text
         guard let parsed = text.withUTF8({ UUID(canonicalText: $0) }) else { return nil }
         self = parsed
-    }
-}
-
-/// The value of one ASCII hex digit (either case), `nil` for anything else.
-private func hexDigitValue(_ character: UInt8) -> UInt8? {
-    switch character {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
-    default: nil
     }
 }

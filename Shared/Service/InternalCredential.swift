@@ -75,7 +75,7 @@ public struct InternalCredential: Sendable {
         if let sessionID = identity.sessionID { metadata.add(Key.sessionID, sessionID) }
         if let clientAddress = identity.clientAddress { metadata.add(Key.clientAddress, clientAddress) }
         metadata.add(Key.issuedAt, issuedAt)
-        metadata.add(Key.signature, hexString(mac(identity, issuedAt: issuedAt, path: method.path)))
+        metadata.add(Key.signature, Hex.encode(mac(identity, issuedAt: issuedAt, path: method.path)))
     }
 
     /// The identity `metadata` vouches for on a call of `method`; `UNAUTHENTICATED` when it is missing, forged,
@@ -97,7 +97,7 @@ public struct InternalCredential: Sendable {
             abs(now.timeIntervalSince1970 - TimeInterval(seconds)) <= Self.maximumClockSkew
         else { throw invalid("the credential's time is out of range") }
         // The MAC covers the user id as sent (lowercased when we sign), so compare over that canonical form.
-        guard let received = bytes(fromHex: signature),
+        guard let received = Hex.decode(signature.utf8),
             ConstantTime.equals(received, mac(identity, issuedAt: issuedAt, path: method.path))
         else { throw invalid("the credential's signature does not match") }
         return identity
@@ -115,38 +115,6 @@ public struct InternalCredential: Sendable {
         ]
         return SHA256.hmac(key: key, data: Array(fields.joined(separator: "\n").utf8))
     }
-}
-
-private func hexString(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var text: [UInt8] = []
-    text.reserveCapacity(bytes.count * 2)
-    for byte in bytes {
-        text.append(digits[Int(byte >> 4)])
-        text.append(digits[Int(byte & 0x0f)])
-    }
-    return String(decoding: text, as: UTF8.self)
-}
-
-private func bytes(fromHex text: String) -> [UInt8]? {
-    let utf8 = Array(text.utf8)
-    guard utf8.count.isMultiple(of: 2) else { return nil }
-    func nibble(_ character: UInt8) -> UInt8? {
-        switch character {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
-        default: nil
-        }
-    }
-    var result: [UInt8] = []
-    result.reserveCapacity(utf8.count / 2)
-    var index = 0
-    while index < utf8.count {
-        guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
-        result.append(high << 4 | low)
-        index += 2
-    }
-    return result
 }
 
 /// Server side: refuses calls without a valid internal credential (except the side services a load balancer or

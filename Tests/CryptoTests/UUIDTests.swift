@@ -46,3 +46,21 @@ struct UUIDTests {
         #expect(UUID(uuidString: text) == nil, "Foundation agrees")
     }
 }
+
+@Suite("hex text")
+struct HexTests {
+    @Test("encodes lowercase, decodes either case, round-trips every byte value")
+    func roundTrip() {
+        let all = (0...255).map(UInt8.init)
+        let text = Hex.encode(all)
+        #expect(text.hasPrefix("000102") && text.hasSuffix("fdfeff") && text.count == 512)
+        #expect(Hex.decode(text.utf8) == all)
+        #expect(Hex.decode("DEADbeef".utf8) == [0xDE, 0xAD, 0xBE, 0xEF])
+        #expect(Hex.encode([UInt8]()) == "" && Hex.decode("".utf8) == [])
+    }
+
+    @Test("rejects an odd number of digits and what is not a digit", arguments: ["abc", "0g", "  ", "0x00", "é0"])
+    func rejects(text: String) {
+        #expect(Hex.decode(text.utf8) == nil)
+    }
+}
