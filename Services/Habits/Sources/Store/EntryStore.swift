@@ -40,14 +40,14 @@ extension HabitsStore {
         user userID: UUID, habit habitID: UUID, entry entryID: UUID?, date: LocalDate, value: Decimal, now: Date,
         zoneName: String
     ) async throws -> MarkDoneOutcome {
-        let id = entryID ?? UUID()
         let inserted = try await pool.queryRow(
             """
             WITH habit AS (SELECT id FROM habits WHERE user_id = \(userID) AND id = \(habitID) AND deleted_at IS NULL), \
             sequence AS (UPDATE users SET change_seq = change_seq + 1 \
             WHERE user_id = \(userID) AND time_zone = \(zoneName) AND EXISTS (SELECT FROM habit) RETURNING change_seq) \
             INSERT INTO entries (user_id, id, habit_id, local_date, value, created_at, change_seq) \
-            SELECT \(userID), \(id), habit.id, \(date), \(value), \(now), sequence.change_seq FROM habit, sequence \
+            SELECT \(userID), coalesce(\(entryID as UUID?)::uuid, gen_random_uuid()), habit.id, \(date), \(value), \
+            \(now), sequence.change_seq FROM habit, sequence \
             ON CONFLICT (user_id, id) DO NOTHING RETURNING *
             """)
         if let inserted { return .marked(try EntryRecord(row: inserted)) }
@@ -57,8 +57,8 @@ extension HabitsStore {
         }
         let storedZoneName = try user.decode(0, as: String.self)
         if storedZoneName != zoneName { return .zoneChanged(storedZoneName: storedZoneName) }
-        if entryID != nil, let existing = try await pool.queryRow(
-            "SELECT * FROM entries WHERE user_id = \(userID) AND id = \(id)")
+        if let entryID, let existing = try await pool.queryRow(
+            "SELECT * FROM entries WHERE user_id = \(userID) AND id = \(entryID)")
         {
             return .marked(try EntryRecord(row: existing))
         }
