@@ -318,6 +318,7 @@ let package = Package(
         .target(
             name: "HabitFlowHabits",
             dependencies: [
+                "HabitFlowCrypto",
                 "HabitFlowEvents",
                 "HabitFlowHabitsProtos",
                 "HabitFlowOutbox",

@@ -4,6 +4,7 @@ internal import HabitFlowPostgres
 internal import HabitFlowRPC
 internal import HabitFlowServiceKit
 internal import SwiftProtobuf
+internal import HabitFlowCrypto
 
 /// `habitflow.habits.v1.HabitsService`: the public API, always on behalf of the user the gateway authenticated.
 struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
@@ -273,7 +274,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
             request.pageSize, defaultSize: Self.entryPageSizes.defaultSize, maximum: Self.entryPageSizes.maximum)
         var position: EntryPagePosition?
         if let token = validator.pageToken(request.pageToken, kind: "entries", fieldCount: 2) {
-            if let days = Int(token[0]), let id = UUID(uuidString: token[1]) {
+            if let days = Int(token[0]), let id = UUID(canonical: token[1]) {
                 position = EntryPagePosition(date: LocalDate(daysSinceEpoch: days), id: id)
             } else {
                 validator.reject("page_token", "is not a token this list returned")
@@ -378,7 +379,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         var cursor = ChangeCursor.beginning
         if let token = validator.pageToken(request.cursor, kind: "changes", fieldCount: 3, field: "cursor") {
             if let sequence = Int64(token[0]), let kindValue = Int(token[1]),
-                let kind = ChangeCursor.Kind(rawValue: kindValue), let id = UUID(uuidString: token[2])
+                let kind = ChangeCursor.Kind(rawValue: kindValue), let id = UUID(canonical: token[2])
             {
                 cursor = ChangeCursor(sequence: sequence, kind: kind, id: id)
             } else {

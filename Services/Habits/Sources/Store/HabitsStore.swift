@@ -1,5 +1,6 @@
 public import Foundation
 public import HabitFlowPostgres
+internal import HabitFlowCrypto
 
 /// The `habits` schema: every statement the service runs. Handlers validate input; this turns it into SQL.
 ///
@@ -65,7 +66,7 @@ public struct HabitsStore: Sendable {
                 """
                 INSERT INTO categories (user_id, id, name, position, is_default, created_at, updated_at, change_seq) \
                 SELECT \(userID), d.id, d.name, (d.ordinal - 1)::integer, true, \(now), \(now), \(sequence) \
-                FROM unnest(\(names.map { _ in UUID() })::uuid[], \(names)::text[]) WITH ORDINALITY AS d(id, name, ordinal)
+                FROM unnest(\(names.map { _ in UUID.random() })::uuid[], \(names)::text[]) WITH ORDINALITY AS d(id, name, ordinal)
                 """)
             return zone ?? .utc
         }
