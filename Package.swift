@@ -318,6 +318,7 @@ let package = Package(
         .target(
             name: "HabitFlowHabits",
             dependencies: [
+                "HabitFlowCrypto",
                 "HabitFlowEvents",
                 "HabitFlowHabitsProtos",
                 "HabitFlowOutbox",
@@ -598,6 +599,7 @@ let package = Package(
                 "HabitFlowRPCClient",
                 "HabitFlowRPCServer",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             path: "Tests/PostgresTests",

@@ -120,6 +120,16 @@ for connections in sorted({r["connections"] for r in rows}):
     print("%-14d %-8s %12.0f %10.3f %10.3f" % (connections, "h2load", h2load,
                                               median("h2load", connections, "p50_us") / 1000,
                                               median("h2load", connections, "p99_us") / 1000))
-    share = ours / h2load if h2load else float("nan")
-    print("%-14s ours / h2load = %.0f%% (goal: at least 70%%) %s" % ("", share * 100, "met" if share >= 0.7 else "NOT met"))
+    # Each round runs ours and h2load back to back on a fresh server, so the per-round ratio cancels what drifts
+    # between rounds (other work on the machine, frequency); its median is the goal's figure.
+    paired = []
+    for round_number in sorted({r["round"] for r in rows}):
+        pair = {r["client"]: r["figures"]["requests_per_second"] for r in rows
+                if r["round"] == round_number and r["connections"] == connections}
+        if pair.get("h2load"):
+            paired.append(pair["ours"] / pair["h2load"])
+    share = statistics.median(paired) if paired else float("nan")
+    print("%-14s ours / h2load per round: %s; median %.0f%% (goal: at least 70%%) %s; ratio of the medians %.0f%%" % (
+        "", " ".join("%.0f%%" % (ratio * 100) for ratio in paired), share * 100,
+        "met" if share >= 0.7 else "NOT met", ours / h2load * 100 if h2load else float("nan")))
 PY

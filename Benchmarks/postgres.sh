@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Postgres layer benchmark: single-row parameterized SELECT and INSERT round trips per second through PostgresPool
 # (Benchmarks/PostgresBenchmark, release build) next to pgbench running the equivalent custom scripts
-# (-M prepared, -j 2) against the same throwaway Postgres 15, at concurrency 1 and 32. Prints a table.
+# (-M prepared, -j 2) against the same throwaway Postgres 15, at concurrency 1 and 32. PostgresPool runs twice: with
+# its workers preferring the pool's task executor ("pool") and with no executor preference ("global"). Prints a table
+# with the rates and the CPU µs per statement of the client (pgbench or the Swift process) and of Postgres (the
+# postmaster and its backends), from /proc over the measured window: the figures that transfer between a quiet and a
+# busy machine.
 #
 # Usage: Benchmarks/postgres.sh            (BENCH_SECONDS=10 per run; HABITFLOW_SCRATCH_PATH = build folder)
 set -euo pipefail
@@ -32,7 +36,7 @@ CREATE TABLE bench_insert (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, w
 VACUUM ANALYZE;
 SQL
 url="postgresql://postgres:$password@127.0.0.1:$port/habitflow"
-log "Postgres on 127.0.0.1:$port (fsync on, synchronous_commit on); $seconds s per run"
+log "Postgres on 127.0.0.1:$port (fsync on, synchronous_commit on); $seconds s per run; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The same statements the Swift side prepares: one parameterized single-row SELECT by primary key, one INSERT.
 cat >"$workdir/select.sql" <<SQL
@@ -44,25 +48,66 @@ cat >"$workdir/insert.sql" <<'SQL'
 INSERT INTO bench_insert (worker, value) VALUES (:worker, 'value');
 SQL
 
-# Runs alternate (pgbench, then ours, per workload and concurrency) so both see the same background load.
-declare -A pgbench_rate swift_rate
+postmaster=$(head -n 1 "$workdir/postgres/postmaster.pid")
+clock_ticks=$(getconf CLK_TCK)
+
+# CPU ticks of Postgres: the postmaster with the children it reaped (pgbench's backends end with its run) and the
+# live children. The same sum as postgres-benchmark's.
+postgres_cpu_ticks() {
+    local total=0 pid ticks
+    for pid in "$postmaster" $(cat "/proc/$postmaster/task/$postmaster/children"); do
+        ticks=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null |
+            awk -v reaped=$((pid == postmaster)) '{ print $12 + $13 + (reaped ? $14 + $15 : 0) }') || ticks=0
+        total=$((total + ${ticks:-0}))
+    done
+    echo "$total"
+}
+
+# CPU µs per statement from ticks used and statements run.
+per_statement() { awk -v t="$1" -v n="$2" -v hz="$clock_ticks" 'BEGIN { printf "%d", (n > 0 ? t * 1e6 / hz / n : 0) }'; }
+
+# Runs alternate (pgbench, then ours, per workload and concurrency) so all see the same background load.
+declare -A rate client_cpu postgres_cpu
 for workload in select insert; do
     for clients in "${concurrencies[@]}"; do
         threads=$((clients < 2 ? 1 : 2))
-        output=$(PGPASSWORD=$password "$pgbench" -h 127.0.0.1 -p "$port" -U postgres -n -M prepared \
-            -f "$workdir/$workload.sql" -c "$clients" -j "$threads" -T "$seconds" habitflow)
-        pgbench_rate[$workload.$clients]=$(awk '/^tps = / { printf "%d", $3 }' <<<"$output")
-        read -r _ _ _ rate < <("$benchmark" --url "$url" --seconds "$seconds" --concurrency "$clients" \
-            --rows "$rows" --workload "$workload")
-        swift_rate[$workload.$clients]=$rate
-        log "$workload c=$clients: pgbench ${pgbench_rate[$workload.$clients]}/s, PostgresPool $rate/s"
+        postgres_before=$(postgres_cpu_ticks)
+        # pgbench's own CPU (user + system, in ticks) from bash's `time`, around the whole run.
+        output=$( { TIMEFORMAT="cpu %3U %3S"; time PGPASSWORD=$password "$pgbench" -h 127.0.0.1 -p "$port" \
+            -U postgres -n -M prepared -f "$workdir/$workload.sql" -c "$clients" -j "$threads" -T "$seconds" \
+            habitflow; } 2>&1)
+        sleep 0.2  # lets the postmaster reap pgbench's backends, so their CPU is in its children's sum
+        postgres_ticks=$(($(postgres_cpu_ticks) - postgres_before))
+        key=$workload.pgbench.$clients
+        rate[$key]=$(awk '/^tps = / { printf "%d", $3 }' <<<"$output")
+        statements=$(awk '/^number of transactions actually processed: / { split($6, n, "/"); print n[1] }' <<<"$output")
+        client_cpu[$key]=$(awk -v hz="$clock_ticks" '/^cpu / { printf "%d", ($2 + $3) * hz }' <<<"$output")
+        client_cpu[$key]=$(per_statement "${client_cpu[$key]}" "$statements")
+        postgres_cpu[$key]=$(per_statement "$postgres_ticks" "$statements")
+        log "$workload c=$clients: pgbench ${rate[$key]}/s"
+        for executor in pool global; do
+            key=$workload.$executor.$clients
+            read -r _ _ _ _ "rate[$key]" "client_cpu[$key]" "postgres_cpu[$key]" < <("$benchmark" --url "$url" \
+                --seconds "$seconds" --concurrency "$clients" --rows "$rows" --workload "$workload" \
+                --executor "$executor" --postgres-pid "$postmaster")
+            log "$workload c=$clients: PostgresPool ($executor executor) ${rate[$key]}/s"
+        done
     done
 done
-printf '\n%-8s %11s %14s %14s %7s\n' workload concurrency "PostgresPool/s" "pgbench tps" ratio
+log "load average afterwards: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '\n%-8s %11s %-22s %12s %16s %13s %18s\n' workload concurrency client statements/s "vs pgbench" \
+    "client µs/stmt" "Postgres µs/stmt"
 for workload in select insert; do
     for clients in "${concurrencies[@]}"; do
-        swift=${swift_rate[$workload.$clients]} reference=${pgbench_rate[$workload.$clients]}
-        printf '%-8s %11d %14d %14d %7.2f\n' "$workload" "$clients" "$swift" "$reference" \
-            "$(awk -v a="$swift" -v b="$reference" 'BEGIN { print (b > 0 ? a / b : 0) }')"
+        for client in pgbench pool global; do
+            key=$workload.$client.$clients
+            case $client in
+                pgbench) name="pgbench -M prepared" ;;
+                *) name="PostgresPool ($client)" ;;
+            esac
+            printf '%-8s %11d %-22s %12d %16.2f %13d %18d\n' "$workload" "$clients" "$name" "${rate[$key]}" \
+                "$(awk -v a="${rate[$key]}" -v b="${rate[$workload.pgbench.$clients]}" 'BEGIN { print (b > 0 ? a / b : 0) }')" \
+                "${client_cpu[$key]}" "${postgres_cpu[$key]}"
+        done
     done
 done

@@ -5,7 +5,9 @@
 //   habits-benchmark --port PORT --database-url URL --secret SECRET [--seconds 10] [--concurrency 1,32]
 //                    [--service-pid PID] [--postgres-pid POSTMASTER_PID]
 //
-// Seeds through the API (user, habits) and SQL (five years of entries in one INSERT ... SELECT), then prints one
+// Seeds through the API (user, habits) and SQL (five years of entries in one INSERT ... SELECT), and 32 more users
+// with 15 habits each for mark-done spread over many users (one user's check-ins queue on that user's row lock by
+// design, so "mark done (1 user)" at concurrency 32 measures that queue, not the service), then prints one
 // line per run: workload, concurrency, requests, requests/s, p50 and p99 latency in ms as the client saw it, errors,
 // and the CPU time per request of the service, of Postgres (postmaster and backends) and of this client.
 import Foundation
@@ -138,12 +140,14 @@ final class Samples: Sendable {
 enum Workload: String { case weekView = "week-view", markDone = "mark-done" }
 
 /// Runs `concurrency` workers for a 2 s warm-up and `seconds` of measurement, each calling one request after another.
-func measure(_ workload: Workload, user: UUID, habits: [String], concurrency: Int, label: String) async throws {
+/// Worker `i` calls as `users[i % users.count]`.
+func measure(
+    _ workload: Workload, users: [(user: UUID, habits: [String])], concurrency: Int, label: String
+) async throws {
     let clock = ContinuousClock()
     let warmUpEnd = clock.now + .seconds(2)
     let end = warmUpEnd + .seconds(seconds)
     let samples = Samples()
-    let options = CallOptions.onBehalf(of: user, timeout: .seconds(10))
     let cpu = CPUWindow()
     await withTaskGroup(of: Void.self) { group in
         group.addTask {
@@ -154,6 +158,8 @@ func measure(_ workload: Workload, user: UUID, habits: [String], concurrency: In
             cpu.mark(cpuNow())
         }
         for worker in 0..<concurrency {
+            let (user, habits) = users[worker % users.count]
+            let options = CallOptions.onBehalf(of: user, timeout: .seconds(10))
             group.addTask {
                 var latencies: [Int64] = []
                 var errors = 0
@@ -215,7 +221,7 @@ final class CPUWindow: Sendable {
     }
 }
 
-let columnWidths = [24, 11, 9, 7, 8, 8, 6, 13, 14, 12]
+let columnWidths = [22, 11, 9, 7, 8, 8, 6, 13, 14, 12]
 
 func printRow(_ cells: [String]) {
     var line = ""
@@ -227,7 +233,8 @@ func printRow(_ cells: [String]) {
     print(line)
 }
 
-/// The plan of the week view's second statement (HabitsStore.weekViewData) for the seeded user and this week: the
+/// The plan of the statement that reads a week view's habits (HabitsStore.weekViewData, when the cached view is not
+/// current) for the seeded user and this week: the
 /// entries come from a range scan of `entries_by_habit_day` per habit, whatever the length of the history.
 func explainWeekStatement(user: UUID) async throws {
     let rows = try await pool.query(
@@ -245,17 +252,25 @@ func explainWeekStatement(user: UUID) async throws {
 
 let seeded = try await seedUser(yearsOfEntries: 5)
 let fresh = try await seedUser(yearsOfEntries: 0)
+// Check-ins of many people at once: one person does not send 32 concurrent check-ins, and one user's writes queue
+// on that user's row lock (and each commit's WAL flush) by design, to keep the change feed in order.
+var checkInUsers: [(user: UUID, habits: [String])] = []
+for _ in 0..<32 { checkInUsers.append(try await seedUser(yearsOfEntries: 0)) }
+progress("seeded \(checkInUsers.count) users with 15 habits each for the many-users check-ins")
 try await explainWeekStatement(user: seeded.user)
 printRow([
     "workload", "concurrency", "requests", "req/s", "p50 ms", "p99 ms", "errors", "service µs/req",
     "Postgres µs/req", "client µs/req",
 ])
 for concurrency in concurrencies {
-    try await measure(.weekView, user: seeded.user, habits: seeded.habits, concurrency: concurrency, label: "week view (5 years)")
+    try await measure(.weekView, users: [seeded], concurrency: concurrency, label: "week view (5 years)")
 }
-try await measure(.weekView, user: fresh.user, habits: fresh.habits, concurrency: 1, label: "week view (no history)")
+try await measure(.weekView, users: [fresh], concurrency: 1, label: "week view (no history)")
 for concurrency in concurrencies {
-    try await measure(.markDone, user: seeded.user, habits: seeded.habits, concurrency: concurrency, label: "mark done")
+    try await measure(.markDone, users: [seeded], concurrency: concurrency, label: "mark done (1 user)")
+}
+for concurrency in concurrencies where concurrency > 1 {
+    try await measure(.markDone, users: checkInUsers, concurrency: concurrency, label: "mark done (32 users)")
 }
 await channel.close()
 await pool.shutdown()

@@ -71,11 +71,11 @@ public struct InternalCredential: Sendable {
         for key in Key.all { metadata.removeAll(key) }
         let issuedAt = String(Int64(now.timeIntervalSince1970))
         metadata.add(Key.caller, identity.caller)
-        if let userID = identity.userID { metadata.add(Key.userID, userID.uuidString.lowercased()) }
+        if let userID = identity.userID { metadata.add(Key.userID, userID.lowercasedString) }
         if let sessionID = identity.sessionID { metadata.add(Key.sessionID, sessionID) }
         if let clientAddress = identity.clientAddress { metadata.add(Key.clientAddress, clientAddress) }
         metadata.add(Key.issuedAt, issuedAt)
-        metadata.add(Key.signature, hexString(mac(identity, issuedAt: issuedAt, path: method.path)))
+        metadata.add(Key.signature, Hex.encode(mac(identity, issuedAt: issuedAt, path: method.path)))
     }
 
     /// The identity `metadata` vouches for on a call of `method`; `UNAUTHENTICATED` when it is missing, forged,
@@ -90,14 +90,14 @@ public struct InternalCredential: Sendable {
         var identity = CallerIdentity(
             caller: caller, sessionID: metadata[Key.sessionID], clientAddress: metadata[Key.clientAddress])
         if let userID = metadata[Key.userID] {
-            guard let parsed = UUID(uuidString: userID) else { throw invalid("the user id is not a UUID") }
+            guard let parsed = UUID(canonical: userID) else { throw invalid("the user id is not a UUID") }
             identity.userID = parsed
         }
         guard let seconds = Int64(issuedAt),
             abs(now.timeIntervalSince1970 - TimeInterval(seconds)) <= Self.maximumClockSkew
         else { throw invalid("the credential's time is out of range") }
         // The MAC covers the user id as sent (lowercased when we sign), so compare over that canonical form.
-        guard let received = bytes(fromHex: signature),
+        guard let received = Hex.decode(signature.utf8),
             ConstantTime.equals(received, mac(identity, issuedAt: issuedAt, path: method.path))
         else { throw invalid("the credential's signature does not match") }
         return identity
@@ -110,43 +110,11 @@ public struct InternalCredential: Sendable {
     private func mac(_ identity: CallerIdentity, issuedAt: String, path: String) -> [UInt8] {
         // Fields joined by newlines, which none of them may contain (metadata values cannot).
         let fields = [
-            "v1", identity.caller, identity.userID?.uuidString.lowercased() ?? "", identity.sessionID ?? "",
+            "v1", identity.caller, identity.userID?.lowercasedString ?? "", identity.sessionID ?? "",
             identity.clientAddress ?? "", issuedAt, path,
         ]
         return SHA256.hmac(key: key, data: Array(fields.joined(separator: "\n").utf8))
     }
-}
-
-private func hexString(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var text: [UInt8] = []
-    text.reserveCapacity(bytes.count * 2)
-    for byte in bytes {
-        text.append(digits[Int(byte >> 4)])
-        text.append(digits[Int(byte & 0x0f)])
-    }
-    return String(decoding: text, as: UTF8.self)
-}
-
-private func bytes(fromHex text: String) -> [UInt8]? {
-    let utf8 = Array(text.utf8)
-    guard utf8.count.isMultiple(of: 2) else { return nil }
-    func nibble(_ character: UInt8) -> UInt8? {
-        switch character {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
-        default: nil
-        }
-    }
-    var result: [UInt8] = []
-    result.reserveCapacity(utf8.count / 2)
-    var index = 0
-    while index < utf8.count {
-        guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
-        result.append(high << 4 | low)
-        index += 2
-    }
-    return result
 }
 
 /// Server side: refuses calls without a valid internal credential (except the side services a load balancer or
@@ -187,7 +155,7 @@ public struct InternalCredentialClientInterceptor: ClientInterceptor {
         let metadata = call.options.metadata
         var identity = CallerIdentity(caller: caller)
         if let userID = metadata[InternalCredential.Key.userID] {
-            guard let parsed = UUID(uuidString: userID) else {
+            guard let parsed = UUID(canonical: userID) else {
                 throw RPCError(.invalidArgument, "\(InternalCredential.Key.userID) is not a UUID")
             }
             identity.userID = parsed
@@ -211,7 +179,7 @@ extension CallOptions {
     ) -> CallOptions {
         var options = CallOptions()
         options.timeout = timeout
-        options.metadata.add(InternalCredential.Key.userID, userID.uuidString.lowercased())
+        options.metadata.add(InternalCredential.Key.userID, userID.lowercasedString)
         if let sessionID { options.metadata.add(InternalCredential.Key.sessionID, sessionID) }
         if let clientAddress { options.metadata.add(InternalCredential.Key.clientAddress, clientAddress) }
         return options

@@ -10,6 +10,7 @@ public import HabitFlowRPCSideServices
 public import Logging
 public import Prometheus
 internal import Synchronization
+internal import HabitFlowCrypto
 
 /// What makes one service: its name (schema, role, migrations folder), its API descriptors for reflection, the
 /// events its outbox publishes and to whom, and how to build its RPC services from the runtime.
@@ -314,7 +315,7 @@ public struct ErrorMappingServerInterceptor: ServerInterceptor {
             logger.warning("database unavailable", metadata: ["method": "\(context.method)", "error": "\(error)"])
             throw RPCError(.unavailable, "the database is unavailable; retry later")
         } catch {
-            let correlationID = UUID().uuidString.lowercased()
+            let correlationID = UUID.random().lowercasedString
             logger.error(
                 "call failed", metadata: ["method": "\(context.method)", "correlation_id": "\(correlationID)", "error": "\(error)"])
             throw RPCError.internalError(correlationID: correlationID)

@@ -4,6 +4,7 @@ internal import NIOCore
 internal import NIOHTTP1
 internal import NIOPosix
 public import Prometheus
+internal import Synchronization
 
 /// Prometheus metrics of one process: every RPC it serves by method and status code, with a latency histogram,
 /// exposed as `GET /metrics` (text exposition format) on its own HTTP/1.1 port (DESIGN.md section 5).
@@ -26,6 +27,23 @@ public struct RPCMetricsInterceptor: ServerInterceptor {
             helpText: "RPC handling time, by method")
     }
 
+    /// The series of each method and status code seen so far: the registry's lookup builds the series name and
+    /// label strings and takes its lock on every call, which showed up in profiles of the gateway.
+    private let series = SeriesCache()
+    private final class SeriesCache: Sendable {
+        let entries = Mutex<[SeriesKey: Series]>([:])
+    }
+    private struct SeriesKey: Hashable {
+        var path: String
+        var code: RPCStatusCode
+    }
+    private struct Series: Sendable {
+        var latency: DurationHistogram
+        var requests: Counter
+    }
+    /// Methods × status codes stays small; the bound only guards against an unforeseen source of new paths.
+    private static let maximumCachedSeries = 4096
+
     public init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
     }
@@ -34,10 +52,9 @@ public struct RPCMetricsInterceptor: ServerInterceptor {
         let start = ContinuousClock.now
         var code = RPCStatusCode.ok
         defer {
-            let labels = [("service", context.method.service), ("method", context.method.method)]
-            registry.makeDurationHistogram(descriptor: Self.latency, labels: labels, buckets: Self.buckets)
-                .record(ContinuousClock.now - start)
-            registry.makeCounter(descriptor: Self.requests, labels: labels + [("code", "\(code)")]).increment()
+            let series = self.series(for: context.method, code: code)
+            series.latency.record(ContinuousClock.now - start)
+            series.requests.increment()
         }
         do {
             try await next()
@@ -45,6 +62,19 @@ public struct RPCMetricsInterceptor: ServerInterceptor {
             code = RPCStatusCode(endingWith: error)
             throw error
         }
+    }
+
+    private func series(for method: MethodDescriptor, code: RPCStatusCode) -> Series {
+        let key = SeriesKey(path: method.path, code: code)
+        if let known = series.entries.withLock({ $0[key] }) { return known }
+        let labels = [("service", method.service), ("method", method.method)]
+        let made = Series(
+            latency: registry.makeDurationHistogram(descriptor: Self.latency, labels: labels, buckets: Self.buckets),
+            requests: registry.makeCounter(descriptor: Self.requests, labels: labels + [("code", "\(code)")]))
+        series.entries.withLock { cache in
+            if cache.count < Self.maximumCachedSeries { cache[key] = made }
+        }
+        return made
     }
 }
 

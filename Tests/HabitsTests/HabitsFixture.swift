@@ -80,20 +80,33 @@ struct HabitsFixture: Sendable {
             logger: testLogger)
         try await recorderServer.start()
         let clocks = TestClocks()
+        let host = try await ServiceHost.start(
+            HabitsServiceDefinition.make(clock: clocks.clock),
+            configuration: try configuration(goalsPort: try #require(recorderServer.localAddress?.port)),
+            logger: testLogger)
+        return HabitsFixture(
+            host: host, channel: try channel(to: host, signedAs: "gateway"),
+            authChannel: try channel(to: host, signedAs: "auth"), clocks: clocks, recorder: recorder,
+            recorderServer: recorderServer)
+    }
+
+    static func configuration(goalsPort: Int) throws -> ServiceConfiguration {
         var configuration = ServiceConfiguration(
             service: "habits", port: 0, databaseURL: try TestEnvironment.serviceURL("habits"),
             sqlDirectory: TestEnvironment.sqlRoot, internalSecret: secret)
         configuration.metricsPort = nil
         configuration.databasePoolSize = 8
-        configuration.serviceAddresses["goals"] = [
-            .init(host: "127.0.0.1", port: try #require(recorderServer.localAddress?.port)),
-        ]
-        let host = try await ServiceHost.start(
-            HabitsServiceDefinition.make(clock: clocks.clock), configuration: configuration, logger: testLogger)
-        return HabitsFixture(
-            host: host, channel: try channel(to: host, signedAs: "gateway"),
-            authChannel: try channel(to: host, signedAs: "auth"), clocks: clocks, recorder: recorder,
-            recorderServer: recorderServer)
+        configuration.serviceAddresses["goals"] = [.init(host: "127.0.0.1", port: goalsPort)]
+        return configuration
+    }
+
+    /// Another replica of the service on the same database, with the same clocks and the week view cache given;
+    /// stop it with `shutdown()`.
+    func startReplica(weekViews: WeekViewCache) async throws -> ServiceHost {
+        try await ServiceHost.start(
+            HabitsServiceDefinition.make(clock: clocks.clock, weekViews: weekViews),
+            configuration: try Self.configuration(goalsPort: try #require(recorderServer.localAddress?.port)),
+            logger: testLogger)
     }
 
     /// A channel to the host that signs its calls as `caller`.

@@ -8,6 +8,7 @@ internal import HabitFlowServiceKit
 internal import HabitFlowTokens
 internal import Logging
 internal import SwiftProtobuf
+internal import HabitFlowCrypto
 
 /// A state the code relies on did not hold (a statement returned no row where one must exist). The host answers
 /// `INTERNAL` with a correlation id and logs this.
@@ -35,7 +36,7 @@ struct AuthCore: Sendable {
     /// The signed-in caller: user and session (the gateway sets both for a user's call).
     func requireSignedIn() throws -> (userID: UUID, sessionID: UUID) {
         let userID = try CallerIdentity.requireUser()
-        guard let session = CallerIdentity.current?.sessionID, let sessionID = UUID(uuidString: session) else {
+        guard let session = CallerIdentity.current?.sessionID, let sessionID = UUID(canonical: session) else {
             throw RPCError.unauthenticated(reason: "SESSION_REQUIRED", "this call needs a signed-in session")
         }
         return (userID, sessionID)
@@ -180,11 +181,6 @@ struct AuthCore: Sendable {
         try await MailOutboxStore.enqueue(
             to: recipient, subject: subject, body: body, userID: userID, now: now, on: transaction)
     }
-}
-
-extension UUID {
-    /// The canonical lowercase form used in tokens, events and the API.
-    var lowercasedString: String { uuidString.lowercased() }
 }
 
 extension Habitflow_Auth_V1_User {

@@ -5,6 +5,7 @@ internal import HabitFlowPostgres
 internal import HabitFlowRPC
 internal import HabitFlowServiceKit
 internal import SwiftProtobuf
+internal import HabitFlowCrypto
 
 /// `habitflow.auth.v1.AuthService`: the public API, reached through the gateway.
 struct AuthServiceHandler: Habitflow_Auth_V1_AuthService.Handler {
@@ -38,7 +39,7 @@ struct AuthServiceHandler: Habitflow_Auth_V1_AuthService.Handler {
         let key = try await core.keyRing.signingKey()
         let now = core.clock.now()
         let user = UserRecord(
-            id: UUID(), email: email, emailVerified: false, username: username,
+            id: UUID.random(), email: email, emailVerified: false, username: username,
             displayName: displayName.isEmpty ? username : displayName, timeZone: timeZone, passwordHash: hash,
             createdAt: now, updatedAt: now)
         let (stored, tokens) = try await pool.transaction { transaction in
@@ -497,7 +498,7 @@ enum PageToken {
 
     static func decode(_ token: String) throws -> UUID? {
         guard !token.isEmpty else { return nil }
-        guard let data = Data(base64Encoded: token), let id = UUID(uuidString: String(decoding: data, as: UTF8.self))
+        guard let data = Data(base64Encoded: token), let id = UUID(canonical: String(decoding: data, as: UTF8.self))
         else { throw RPCError.invalidArgument(field: "page_token", "is not a token from a previous page") }
         return id
     }

@@ -155,7 +155,7 @@ final class SocialLogin: Sendable {
         candidates.append("user_" + Self.randomDigits(10))
         for candidate in candidates {
             let user = UserRecord(
-                id: UUID(), email: email, emailVerified: true, username: candidate, displayName: candidate,
+                id: UUID.random(), email: email, emailVerified: true, username: candidate, displayName: candidate,
                 timeZone: timeZone, passwordHash: nil, createdAt: now, updatedAt: now)
             do {
                 try await transaction.savepoint { savepoint in try await UserStore.insert(user, on: savepoint) }

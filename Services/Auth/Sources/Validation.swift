@@ -1,6 +1,7 @@
 internal import Foundation
 internal import HabitFlowAuthProtos
 internal import HabitFlowRPC
+internal import HabitFlowCrypto
 
 /// The rules for the fields clients send, shared by every RPC that takes them. Each check appends a field violation
 /// instead of throwing, so one answer lists every problem of a request.
@@ -89,7 +90,7 @@ struct FieldRules {
     mutating func device(_ device: Habitflow_Auth_V1_DeviceInfo, field: String) -> DeviceDetails {
         var id: UUID?
         if !device.deviceID.isEmpty {
-            id = UUID(uuidString: device.deviceID)
+            id = UUID(canonical: device.deviceID)
             if id == nil { fail("\(field).device_id", "must be a UUID") }
         }
         let name = device.deviceName.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -103,7 +104,7 @@ struct FieldRules {
             fail(field, "is required")
             return nil
         }
-        guard let id = UUID(uuidString: raw) else {
+        guard let id = UUID(canonical: raw) else {
             fail(field, "must be a UUID")
             return nil
         }

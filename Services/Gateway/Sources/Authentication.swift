@@ -2,6 +2,7 @@ internal import Foundation
 internal import HabitFlowRPC
 internal import HabitFlowTokens
 internal import Synchronization
+internal import HabitFlowCrypto
 
 /// The signed-in user a client call acts for: what the access token says, after the gateway checked it.
 struct AuthenticatedCaller: Sendable, Hashable {
@@ -61,7 +62,7 @@ final class Authenticator: Sendable {
         } catch {
             throw Self.refusal(error)
         }
-        guard let userID = UUID(uuidString: claims.subject) else {
+        guard let userID = UUID(canonical: claims.subject) else {
             throw RPCError.unauthenticated(reason: "TOKEN_INVALID", "the access token's subject is not a user id")
         }
         let caller = AuthenticatedCaller(userID: userID, sessionID: claims.sessionID)

@@ -177,7 +177,7 @@ public final class Gateway: ServiceProcess {
         options.metadata.removeAll("authorization")
         options.metadata.removeAll { $0.hasPrefix("x-habitflow-") }
         if let caller = AuthenticatedCaller.current {
-            options.metadata.add(InternalCredential.Key.userID, caller.userID.uuidString.lowercased())
+            options.metadata.add(InternalCredential.Key.userID, caller.userID.lowercasedString)
             options.metadata.add(InternalCredential.Key.sessionID, caller.sessionID)
         }
         if let info = GatewayCallInfo.current {
@@ -206,7 +206,7 @@ public final class Gateway: ServiceProcess {
         let response = try await auth.checkSession(
             .with {
                 $0.sessionID = caller.sessionID
-                $0.userID = caller.userID.uuidString.lowercased()
+                $0.userID = caller.userID.lowercasedString
             },
             options: CallOptions(timeout: .seconds(2)))
         switch response.state {

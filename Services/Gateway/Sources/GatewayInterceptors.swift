@@ -4,6 +4,7 @@ internal import HabitFlowRPC
 internal import Logging
 internal import Prometheus
 internal import Synchronization
+internal import HabitFlowCrypto
 
 /// What the gateway knows about the client call it is serving, bound around the whole call.
 struct GatewayCallInfo: Sendable {
@@ -26,7 +27,7 @@ struct GatewayCallInfo: Sendable {
         {
             return given
         }
-        return UUID().uuidString.lowercased()
+        return UUID.random().lowercasedString
     }
 
     /// `1.2.3.4` from a peer like `ipv4:1.2.3.4:5678`, `::1` from `ipv6:[::1]:5678`.

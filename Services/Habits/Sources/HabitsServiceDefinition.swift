@@ -8,8 +8,10 @@ public import HabitFlowServiceKit
 /// Serves `HabitsService` (public, through the gateway), `HabitsInternal` (other services) and `EventSubscriber`
 /// (auth's account events); publishes `CategoryDeleted` and `HabitDeleted` to goals through its outbox.
 public enum HabitsServiceDefinition {
-    /// - Parameter clock: where "now" comes from; tests pass their own.
-    public static func make(clock: UserClock = .system) -> ServiceDefinition {
+    /// - Parameters:
+    ///   - clock: where "now" comes from; tests pass their own.
+    ///   - weekViews: the host's week view cache (tests pass one to look at it).
+    public static func make(clock: UserClock = .system, weekViews: WeekViewCache = WeekViewCache()) -> ServiceDefinition {
         ServiceDefinition(
             name: "habits",
             descriptorSets: [HabitFlowHabitsProtosDescriptorSet.base64],
@@ -21,7 +23,7 @@ public enum HabitsServiceDefinition {
             let store = HabitsStore(pool: runtime.pool)
             let events = UserEvents(store: store, clock: clock, logger: runtime.logger)
             return [
-                HabitsServiceHandler(store: store, clock: clock),
+                HabitsServiceHandler(store: store, clock: clock, weekViews: weekViews, zoneHints: UserZoneHints()),
                 HabitsInternalHandler(store: store, clock: clock),
                 EventSubscriberService(pool: runtime.pool, consumer: UserEvents.consumer, apply: events.apply),
             ]

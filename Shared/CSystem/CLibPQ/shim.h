@@ -7,5 +7,12 @@
 // module does not export epoll or eventfd.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+
+// Names the calling thread (at most 15 characters show), so profiles and tests can tell the poller thread apart.
+// prctl is variadic, which Swift cannot call.
+static inline int habitflow_name_current_thread(const char *name) {
+    return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+}
 
 #endif

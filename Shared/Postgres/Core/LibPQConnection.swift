@@ -20,8 +20,9 @@ internal import HabitFlowCrypto
 ///   two at once).
 final class LibPQConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
-    /// Prepared statement names by statement key (SQL + parameter types).
-    private var preparedStatements: [String: String] = [:]
+    /// Prepared statements by SQL text; one SQL text can be prepared with different parameter types.
+    private var preparedStatements: [String: [PreparedStatement]] = [:]
+    private var preparedStatementCount = 0
     /// When the connection last talked to the server; an idle connection gets a real round trip before reuse.
     private(set) var lastUsed = ContinuousClock.now
 
@@ -123,7 +124,7 @@ final class LibPQConnection: @unchecked Sendable {
     /// Reconnects with the same parameters. Server-side state (prepared statements, session) is gone afterwards.
     func reset() throws(PostgresError) {
         guard let handle else { throw PostgresError(kind: .connectionFailed, message: "connection is closed") }
-        preparedStatements.removeAll()
+        forgetPreparedStatements()
         PQreset(handle)
         guard PQstatus(handle) == CONNECTION_OK else {
             throw PostgresError(kind: .connectionFailed, message: Self.errorMessage(handle))
@@ -157,7 +158,7 @@ final class LibPQConnection: @unchecked Sendable {
     /// (preparing waits for the server, so the caller runs ``execute(_:)`` on the pool's threads instead).
     func sendPrepared(_ query: PostgresQuery) throws(PostgresError) -> SendProgress? {
         guard let handle else { throw PostgresError(kind: .connectionFailed, message: "connection is closed") }
-        guard let name = preparedStatements[Self.statementKey(query)] else { return nil }
+        guard let name = preparedStatementName(for: query) else { return nil }
         let sent = try withParameterArrays(query.binds) { values, lengths, formats in
             PQsendQueryPrepared(handle, name, Int32(query.binds.count), values, lengths, formats, 0)
         }
@@ -245,20 +246,35 @@ final class LibPQConnection: @unchecked Sendable {
     /// A connection keeps at most this many; past it, all are dropped and re-prepared on use.
     private static let preparedStatementLimit = 1000
 
-    private static func statementKey(_ query: PostgresQuery) -> String {
-        var key = query.sql
-        for bind in query.binds { key += "\u{0}\(bind.type.rawValue)" }
-        return key
+    private struct PreparedStatement {
+        var parameterTypes: [PostgresType]
+        var name: String
+
+        func matches(_ binds: [PostgresBind]) -> Bool {
+            parameterTypes.count == binds.count && zip(parameterTypes, binds).allSatisfy { $0 == $1.type }
+        }
+    }
+
+    /// The name `query` is prepared under on this connection, `nil` if it is not prepared yet. Looked up by the SQL
+    /// text as it is, without building a key: this runs for every statement.
+    private func preparedStatementName(for query: PostgresQuery) -> String? {
+        preparedStatements[query.sql]?.first { $0.matches(query.binds) }?.name
+    }
+
+    private func forgetPreparedStatements() {
+        preparedStatements.removeAll()
+        preparedStatementCount = 0
     }
 
     private func preparedStatementName(for query: PostgresQuery, handle: OpaquePointer) throws(PostgresError) -> String {
-        let key = Self.statementKey(query)
-        if let name = preparedStatements[key] { return name }
+        if let name = preparedStatementName(for: query) { return name }
 
-        if preparedStatements.count >= Self.preparedStatementLimit {
+        if preparedStatementCount >= Self.preparedStatementLimit {
             try executeScript("DEALLOCATE ALL")
-            preparedStatements.removeAll()
+            forgetPreparedStatements()
         }
+        var key = query.sql
+        for bind in query.binds { key += "\u{0}\(bind.type.rawValue)" }
         let digest = SHA256.hash(Array(key.utf8)).prefix(12)
         let name = "hf_" + digest.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
         let types = query.binds.map { Oid($0.type.rawValue) }
@@ -266,7 +282,9 @@ final class LibPQConnection: @unchecked Sendable {
             PQprepare(handle, name, query.sql, Int32(types.count), types.baseAddress)
         }
         _ = try Self.rows(from: result, handle: handle)
-        preparedStatements[key] = name
+        preparedStatements[query.sql, default: []].append(
+            PreparedStatement(parameterTypes: query.binds.map(\.type), name: name))
+        preparedStatementCount += 1
         return name
     }
 
@@ -308,8 +326,19 @@ final class LibPQConnection: @unchecked Sendable {
                 cells.append(start..<start + length)
             }
         }
-        let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
+        let affected = Self.affectedRows(PQcmdTuples(result))
         return PostgresRows(columns: columns, affectedRows: affected, bytes: bytes, cells: cells)
+    }
+
+    /// `PQcmdTuples`' decimal digits (empty for statements without a count), read without making a `String`.
+    private static func affectedRows(_ digits: UnsafePointer<CChar>?) -> Int {
+        guard var digit = digits else { return 0 }
+        var value = 0
+        while digit.pointee >= 0x30 && digit.pointee <= 0x39 {
+            value = value &* 10 &+ Int(digit.pointee - 0x30)
+            digit += 1
+        }
+        return value
     }
 
     private static func errorMessage(_ handle: OpaquePointer) -> String {
@@ -326,38 +355,44 @@ public struct PostgresNotification: Sendable, Hashable {
 
 /// Lays the parameters out in one buffer and calls `body` with libpq's value, length and format arrays.
 /// Text values are NUL-terminated (libpq ignores lengths for text), so a NUL inside text cannot be sent.
+/// The arrays are temporary allocations (on the stack when small), not arrays: this runs for every statement.
 private func withParameterArrays<Result>(
     _ binds: [PostgresBind],
     _ body: (UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?) -> Result
 ) throws(PostgresError) -> Result {
-    var buffer: [UInt8] = []
-    var offsets: [Int?] = []
-    var lengths: [Int32] = []
-    var formats: [Int32] = []
+    var byteCount = 0
     for (index, bind) in binds.enumerated() {
-        formats.append(bind.format.rawValue)
-        guard let bytes = bind.bytes else {
-            offsets.append(nil)
-            lengths.append(0)
-            continue
-        }
+        guard let bytes = bind.bytes else { continue }
         if bind.format == .text && bytes.contains(0) {
             throw PostgresError(kind: .invalidParameter, message: "parameter $\(index + 1) contains a NUL character")
         }
-        offsets.append(buffer.count)
-        lengths.append(Int32(bytes.count))
-        buffer.append(contentsOf: bytes)
-        buffer.append(0)
+        byteCount += bytes.count + 1
     }
-    if buffer.isEmpty { buffer.append(0) }
-    return buffer.withUnsafeBufferPointer { buffer in
-        let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
-        let values: [UnsafePointer<CChar>?] = offsets.map { $0.map { base + $0 } }
-        return values.withUnsafeBufferPointer { values in
-            lengths.withUnsafeBufferPointer { lengths in
-                formats.withUnsafeBufferPointer { formats in
-                    body(values.baseAddress, lengths.baseAddress, formats.baseAddress)
+    let count = binds.count
+    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(byteCount, 1)) { buffer in
+        withUnsafeTemporaryAllocation(of: UnsafePointer<CChar>?.self, capacity: max(count, 1)) { values in
+            // Lengths first, then formats.
+            withUnsafeTemporaryAllocation(of: Int32.self, capacity: max(2 * count, 1)) { integers in
+                var offset = 0
+                for (index, bind) in binds.enumerated() {
+                    integers[count + index] = bind.format.rawValue
+                    guard let bytes = bind.bytes else {
+                        values[index] = nil
+                        integers[index] = 0
+                        continue
+                    }
+                    let start = buffer.baseAddress! + offset
+                    bytes.withUnsafeBufferPointer { bytes in
+                        if let source = bytes.baseAddress { start.update(from: source, count: bytes.count) }
+                    }
+                    start[bytes.count] = 0
+                    values[index] = UnsafeRawPointer(start).assumingMemoryBound(to: CChar.self)
+                    integers[index] = Int32(bytes.count)
+                    offset += bytes.count + 1
                 }
+                return body(
+                    UnsafePointer(values.baseAddress), UnsafePointer(integers.baseAddress),
+                    UnsafePointer(integers.baseAddress! + count))
             }
         }
     }

@@ -1,4 +1,5 @@
 public import Foundation
+internal import HabitFlowCrypto
 
 /// A Swift value that can be sent as a statement parameter.
 public protocol PostgresEncodable: Sendable {
@@ -140,48 +141,12 @@ public struct PostgresNumeric: PostgresCodable, Hashable, CustomStringConvertibl
 
 extension UUID: PostgresCodable {
     public static var postgresType: PostgresType { .uuid }
-    public func postgresBind() -> PostgresBind { .text(uuidString, type: .uuid) }
+    public func postgresBind() -> PostgresBind { .text(lowercasedString, type: .uuid) }
     public init(postgresCell cell: PostgresCell) throws(PostgresError) {
-        guard let value = UUID(canonicalText: cell.bytes) ?? UUID(uuidString: cell.text) else {
+        guard let value = UUID(canonicalText: cell.bytes) else {
             throw cell.failure(UUID.self)
         }
         self = value
-    }
-}
-
-extension UUID {
-    /// Parses the canonical 8-4-4-4-12 hex form Postgres prints, straight from its bytes: Foundation's
-    /// `UUID(uuidString:)` goes through a `String` and `sscanf`, which stood out in profiles of row decoding.
-    init?(canonicalText bytes: ArraySlice<UInt8>) {
-        guard bytes.count == 36 else { return nil }
-        var raw: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        let parsed = withUnsafeMutableBytes(of: &raw) { output -> Bool in
-            var index = bytes.startIndex
-            for position in 0..<16 {
-                if position == 4 || position == 6 || position == 8 || position == 10 {
-                    guard bytes[index] == UInt8(ascii: "-") else { return false }
-                    index += 1
-                }
-                guard let high = hexDigitValue(bytes[index]), let low = hexDigitValue(bytes[index + 1]) else {
-                    return false
-                }
-                output[position] = high << 4 | low
-                index += 2
-            }
-            return true
-        }
-        guard parsed else { return nil }
-        self.init(uuid: raw)
-    }
-}
-
-/// The value of one ASCII hex digit (either case), `nil` for anything else.
-func hexDigitValue(_ character: UInt8) -> UInt8? {
-    switch character {
-    case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
-    case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
-    case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
-    default: nil
     }
 }
 
@@ -195,16 +160,8 @@ extension Data: PostgresCodable {
         guard bytes.count >= 2, bytes.first == UInt8(ascii: "\\"), bytes.dropFirst().first == UInt8(ascii: "x"),
             bytes.count % 2 == 0
         else { throw cell.failure(Data.self, "expected hex bytea output") }
-        var result = Data(capacity: (bytes.count - 2) / 2)
-        var index = bytes.startIndex + 2
-        while index < bytes.endIndex {
-            guard let high = hexDigitValue(bytes[index]), let low = hexDigitValue(bytes[index + 1]) else {
-                throw cell.failure(Data.self, "bad hex digit")
-            }
-            result.append(high << 4 | low)
-            index += 2
-        }
-        self = result
+        guard let decoded = Hex.decode(bytes.dropFirst(2)) else { throw cell.failure(Data.self, "bad hex digit") }
+        self = Data(decoded)
     }
 }
 

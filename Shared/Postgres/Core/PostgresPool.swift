@@ -6,13 +6,16 @@ internal import Synchronization
 ///
 /// Thread model: a statement whose prepared statement already exists on the connection (nearly all of them) is sent
 /// with libpq's non-blocking API from the calling task's thread, and ``PostgresPoller``'s single epoll thread
-/// collects the answers of all connections. Everything that waits for the server by nature — connecting, `PQreset`,
+/// collects the answers of all connections. The calling task then continues on its preferred executor (an event
+/// loop, for the services' handlers), on the global executor when it has none, or, when it prefers
+/// ``taskExecutor``, on the poller's thread itself, with no thread hand-off at all. Everything that waits for the server by nature — connecting, `PQreset`,
 /// preparing a statement the first time on a connection, scripts — runs libpq's blocking API on a dedicated
 /// `NIOThreadPool` with one thread per connection slot, so nothing ever blocks a SwiftNIO event loop or the Swift
 /// cooperative pool. A connection is leased to one task at a time and its calls run one after another, so each libpq
 /// connection is used by a single thread at any moment. (The first version ran every statement on the blocking
 /// threads: a thread hop each way per statement and 32 threads on 2 cores; Benchmarks/postgres.sh measured it at
-/// half of pgbench's rate.)
+/// half of pgbench's rate. The wake-up of the waiting task's thread that remains without ``taskExecutor`` costs about
+/// as much CPU as the rest of the client's work per statement.)
 ///
 /// Recovery: before the first statement of each lease a connection checks, without blocking, whether the server
 /// hung up while it was idle; a connection the server closed (restart, idle timeout, `pg_terminate_backend`) is re-opened
@@ -64,6 +67,17 @@ public final class PostgresPool: PostgresQueryable, Sendable {
         }
         try? await threads.shutdownGracefully()
     }
+
+    /// The executor of the thread that reads every statement's answer (shared by all pools). A task whose work is
+    /// mostly statements, and that has no event loop of its own to stay on, can prefer it
+    /// (`Task(executorPreference: pool.taskExecutor)`, `withTaskExecutorPreference`): it then continues on that
+    /// thread as soon as its answer is read and sends its next statement from there, instead of waking another
+    /// thread for each statement (Benchmarks/postgres.sh: about half the client CPU per statement).
+    ///
+    /// - Important: code running there must not block (no blocking I/O, locks held for long, or heavy computation):
+    ///   it delays every pool's answers. The pool's own blocking work (connecting, preparing, scripts) still runs on
+    ///   the pool's threads.
+    public var taskExecutor: any TaskExecutor { PostgresPoller.shared }
 
     // MARK: - Leasing connections
 
@@ -240,11 +254,11 @@ public final class PostgresPool: PostgresQueryable, Sendable {
         if connection.isInTransaction {
             _ = try? await runBlocking { () throws(PostgresError) in try connection.executeScript("ROLLBACK") }
         }
-        let handOff = state.withLock { $0.returned(connection) }
+        let (handOff, isClosed) = state.withLock { state in (state.returned(connection), state.isClosed) }
         if let (waiter, grant) = handOff {
             waiter.timeout?.cancel()
             waiter.continuation.resume(returning: grant)
-        } else if state.withLock({ $0.isClosed }) {
+        } else if isClosed {
             connection.close()
         }
     }

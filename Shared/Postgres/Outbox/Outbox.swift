@@ -2,6 +2,7 @@ public import Foundation
 public import HabitFlowEvents
 public import HabitFlowPostgres
 public import SwiftProtobuf
+internal import HabitFlowCrypto
 
 /// An event a service publishes, appended to its outbox inside the transaction that makes the change.
 ///
@@ -74,7 +75,7 @@ extension PostgresPool {
         _ envelope: Habitflow_Events_V1_EventEnvelope, consumer: String,
         _ body: (PostgresTransaction) async throws -> Result
     ) async throws -> Result? {
-        guard let eventID = UUID(uuidString: envelope.id) else {
+        guard let eventID = UUID(canonical: envelope.id) else {
             throw PostgresError(kind: .invalidParameter, message: "event id \"\(envelope.id)\" is not a UUID")
         }
         return try await transaction { transaction in

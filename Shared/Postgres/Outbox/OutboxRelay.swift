@@ -133,7 +133,7 @@ public final class OutboxRelay: Sendable {
                     continue
                 }
                 var envelope = Habitflow_Events_V1_EventEnvelope()
-                envelope.id = try row.decode("id", as: UUID.self).uuidString.lowercased()
+                envelope.id = try row.decode("id", as: UUID.self).lowercasedString
                 envelope.type = try row.decode("event_type", as: String.self)
                 envelope.aggregateType = aggregateType
                 envelope.aggregateID = aggregateID

@@ -2,6 +2,7 @@ public import HabitFlowEvents
 public import HabitFlowPostgres
 public import HabitFlowRPC
 internal import Foundation
+internal import HabitFlowCrypto
 
 /// Delivers outbox events to the subscribing services over RPC (`habitflow.events.v1.EventSubscriber/Deliver`).
 ///
@@ -51,7 +52,7 @@ public struct EventSubscriberService: Habitflow_Events_V1_EventSubscriber.Handle
     public func deliver(
         request: Habitflow_Events_V1_DeliverEventRequest, context: ServerContext
     ) async throws -> Habitflow_Events_V1_DeliverEventResponse {
-        guard request.hasEvent, UUID(uuidString: request.event.id) != nil else {
+        guard request.hasEvent, UUID(canonical: request.event.id) != nil else {
             throw RPCError(.invalidArgument, "event.id must be a UUID")
         }
         let applied = try await pool.processEventOnce(request.event, consumer: consumer) { transaction in

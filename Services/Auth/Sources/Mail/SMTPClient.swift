@@ -1,6 +1,7 @@
 internal import Foundation
 public import NIOCore
 public import NIOPosix
+internal import HabitFlowCrypto
 
 /// One mail: a plain-text message to one recipient.
 public struct MailMessage: Sendable, Hashable {
@@ -198,7 +199,7 @@ enum SMTPText {
             "To: <\(headerSafe(message.to))>",
             "Subject: \(encodedHeader(message.subject))",
             "Date: \(formatter.string(from: date))",
-            "Message-ID: <\(UUID().uuidString.lowercased())@\(heloName)>",
+            "Message-ID: <\(UUID.random().lowercasedString)@\(heloName)>",
             "MIME-Version: 1.0",
             "Content-Type: text/plain; charset=utf-8",
             "Content-Transfer-Encoding: \(plain ? "7bit" : "base64")",

@@ -1,5 +1,6 @@
 internal import Foundation
 internal import HabitFlowPostgres
+internal import HabitFlowCrypto
 
 /// What a one-time token is for.
 enum OneTimeTokenPurpose: String, Sendable {
@@ -82,7 +83,7 @@ enum MailOutboxStore {
         try await transaction.execute(
             """
             INSERT INTO mail_outbox (id, user_id, recipient, subject, body, created_at, next_attempt_at) \
-            VALUES (\(UUID()), \(userID as UUID?), \(recipient), \(subject), \(body), \(now), \(now))
+            VALUES (\(UUID.random()), \(userID as UUID?), \(recipient), \(subject), \(body), \(now), \(now))
             """)
     }
 

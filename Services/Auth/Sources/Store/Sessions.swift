@@ -91,7 +91,7 @@ enum SessionStore {
         let row = try await transaction.queryRow(
             """
             INSERT INTO sessions (id, user_id, device_id, device_name, client_address, created_at, last_used_at, \
-            expires_at) VALUES (\(UUID()), \(userID), \(device.id as UUID?), \(device.name), \
+            expires_at) VALUES (\(UUID.random()), \(userID), \(device.id as UUID?), \(device.name), \
             \(String(clientAddress.prefix(100))), \
             \(now), \(now), \(expiresAt)) RETURNING *
             """)

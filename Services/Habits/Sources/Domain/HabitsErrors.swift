@@ -1,9 +1,10 @@
 public import Foundation
 public import HabitFlowRPC
+internal import HabitFlowCrypto
 
 /// The statuses the habits service answers with, worded once.
 public enum HabitsErrors {
-    static func id(_ id: UUID) -> String { id.uuidString.lowercased() }
+    static func id(_ id: UUID) -> String { id.lowercasedString }
 
     /// Also the answer for another user's habit: ids leak nothing.
     public static func habitNotFound(_ habitID: UUID) -> RPCError {

@@ -4,11 +4,14 @@ internal import HabitFlowPostgres
 internal import HabitFlowRPC
 internal import HabitFlowServiceKit
 internal import SwiftProtobuf
+internal import HabitFlowCrypto
 
 /// `habitflow.habits.v1.HabitsService`: the public API, always on behalf of the user the gateway authenticated.
 struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
     let store: HabitsStore
     let clock: UserClock
+    let weekViews: WeekViewCache
+    let zoneHints: UserZoneHints
 
     static let habitPageSizes = (defaultSize: 50, maximum: 200)
     static let entryPageSizes = (defaultSize: 500, maximum: 1000)
@@ -193,11 +196,46 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         let date = request.hasDate ? validator.date(request.date, field: "date") : nil
         let value = request.hasValue ? validator.entryValue(request.value, field: "value") : 1
         try validator.check()
-        let user = try await caller()
-        let day = try self.day(date, user: user)
-        return try await store.markDone(
-            user: user.id, habit: habitID, entry: entryID, date: day, value: value, now: clock.now
-        ).proto
+        let userID = try CallerIdentity.requireUser()
+        let now = clock.now
+        // With the zone remembered from an earlier call, a check-in is one statement, which writes only while the
+        // stored zone is still that one; otherwise the day is worked out again in the zone stored now.
+        var zone: (name: String, isHint: Bool)
+        if let hint = zoneHints.zoneName(of: userID) {
+            zone = (hint, true)
+        } else {
+            zone = (try await storedZoneName(userID, now: now), false)
+        }
+        for _ in 0..<Self.markDoneAttempts {
+            let userZone = UserTimeZone.stored(zone.name)
+            let today = userZone.localDate(at: now)
+            if zone.isHint, let date, date > today {
+                // A date is refused on the stored zone only, never on a hint.
+                zone = (try await storedZoneName(userID, now: now), false)
+                continue
+            }
+            let day = try self.day(date, today: today, zone: userZone)
+            switch try await store.markDone(
+                user: userID, habit: habitID, entry: entryID, date: day, value: value, now: now, zoneName: zone.name)
+            {
+            case .marked(let entry):
+                return entry.proto
+            case .zoneChanged(let storedZoneName):
+                zoneHints.remember(storedZoneName, for: userID)
+                zone = (storedZoneName, false)
+            }
+        }
+        throw RPCError(.aborted, "the user's time zone kept changing during the check-in; retry it")
+    }
+
+    /// A check-in reads the zone again when it changed under it; this many tries before giving up with ABORTED.
+    static let markDoneAttempts = 3
+
+    /// The user's stored zone name (the user is created when new), remembered for the next check-in.
+    private func storedZoneName(_ userID: UUID, now: Date) async throws -> String {
+        let zoneName = try await store.userVersion(userID, now: now).zoneName
+        zoneHints.remember(zoneName, for: userID)
+        return zoneName
     }
 
     func markHabitNotDone(
@@ -208,18 +246,18 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         let date = request.hasDate ? validator.date(request.date, field: "date") : nil
         try validator.check()
         let user = try await caller()
-        let day = try self.day(date, user: user)
-        let removed = try await store.markNotDone(user: user.id, habit: habitID, date: day, now: clock.now)
+        let now = clock.now
+        let day = try self.day(date, today: user.zone.localDate(at: now), zone: user.zone)
+        let removed = try await store.markNotDone(user: user.id, habit: habitID, date: day, now: now)
         return .with { $0.removedEntries = Int32(removed) }
     }
 
     /// The day a check-in is for: the given one, which must not be after the user's today, or today.
-    private func day(_ date: LocalDate?, user: (id: UUID, zone: UserTimeZone)) throws -> LocalDate {
-        let today = clock.today(in: user.zone)
+    private func day(_ date: LocalDate?, today: LocalDate, zone: UserTimeZone) throws -> LocalDate {
         guard let date else { return today }
         guard date <= today else {
             throw RPCError.invalidArgument(
-                field: "date", "must not be after the user's today (\(today) in \(user.zone.name)), got \(date)")
+                field: "date", "must not be after the user's today (\(today) in \(zone.name)), got \(date)")
         }
         return date
     }
@@ -236,7 +274,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
             request.pageSize, defaultSize: Self.entryPageSizes.defaultSize, maximum: Self.entryPageSizes.maximum)
         var position: EntryPagePosition?
         if let token = validator.pageToken(request.pageToken, kind: "entries", fieldCount: 2) {
-            if let days = Int(token[0]), let id = UUID(uuidString: token[1]) {
+            if let days = Int(token[0]), let id = UUID(canonical: token[1]) {
                 position = EntryPagePosition(date: LocalDate(daysSinceEpoch: days), id: id)
             } else {
                 validator.reject("page_token", "is not a token this list returned")
@@ -269,13 +307,17 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         try validator.check()
         let userID = try CallerIdentity.requireUser()
         let now = clock.now
-        let (week, data) = try await store.weekViewData(user: userID, now: now) { zone in
-            let current = IsoWeek(containing: zone.localDate(at: now))
-            let week = requested ?? current
-            try requireNotAfter(week, current, field: "week")
-            return week
+        // One primary-key lookup; the cached view serves while the user's version is the one it was read at.
+        let version = try await store.userVersion(userID, now: now)
+        zoneHints.remember(version.zoneName, for: userID)
+        let zone = version.zone
+        let today = zone.localDate(at: now)
+        let current = IsoWeek(containing: today)
+        let week = requested ?? current
+        try requireNotAfter(week, current, field: "week")
+        return try await weekViews.view(of: userID, week: week, today: today, version: version) {
+            try await store.weekViewData(user: userID, zone: zone, week: week)
         }
-        return WeekViewBuilder(week: week, today: data.zone.localDate(at: now), data: data).view
     }
 
     func getScoreHistory(
@@ -337,7 +379,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         var cursor = ChangeCursor.beginning
         if let token = validator.pageToken(request.cursor, kind: "changes", fieldCount: 3, field: "cursor") {
             if let sequence = Int64(token[0]), let kindValue = Int(token[1]),
-                let kind = ChangeCursor.Kind(rawValue: kindValue), let id = UUID(uuidString: token[2])
+                let kind = ChangeCursor.Kind(rawValue: kindValue), let id = UUID(canonical: token[2])
             {
                 cursor = ChangeCursor(sequence: sequence, kind: kind, id: id)
             } else {

@@ -2,12 +2,13 @@ internal import Foundation
 internal import HabitFlowHabitsProtos
 internal import HabitFlowPostgres
 internal import SwiftProtobuf
+internal import HabitFlowCrypto
 
 // Stored records and domain values as API messages.
 
 extension UUID {
     /// Ids travel lowercase, as Postgres prints them.
-    var apiString: String { uuidString.lowercased() }
+    var apiString: String { lowercasedString }
 }
 
 extension LocalDate {

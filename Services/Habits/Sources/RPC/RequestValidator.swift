@@ -2,6 +2,7 @@ internal import Foundation
 internal import HabitFlowHabitsProtos
 internal import HabitFlowPostgres
 internal import HabitFlowRPC
+internal import HabitFlowCrypto
 
 /// Checks a request's fields and collects every violation, so one INVALID_ARGUMENT names them all.
 ///
@@ -33,7 +34,7 @@ struct RequestValidator {
     /// A UUID or nothing (empty).
     mutating func optionalID(_ text: String, field: String) -> UUID? {
         guard !text.isEmpty else { return nil }
-        guard let id = UUID(uuidString: text) else {
+        guard let id = UUID(canonical: text) else {
             reject(field, "must be a UUID, for example 3f2b8c1e-6d4a-4e1f-9c7b-2a5d8e9f0b1c")
             return nil
         }

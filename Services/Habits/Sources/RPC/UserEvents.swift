@@ -4,6 +4,7 @@ internal import HabitFlowOutbox
 internal import HabitFlowPostgres
 internal import Logging
 internal import SwiftProtobuf
+internal import HabitFlowCrypto
 
 /// Applies auth's account events (each exactly once: ``EventSubscriberService`` records them in the same
 /// transaction): `UserCreated` creates the user with the default categories and their time zone, `UserUpdated`
@@ -59,7 +60,7 @@ struct UserEvents {
     }
 
     private func userID(_ text: String, _ envelope: Habitflow_Events_V1_EventEnvelope) -> UUID? {
-        guard let id = UUID(uuidString: text) else {
+        guard let id = UUID(canonical: text) else {
             skip(envelope, because: "user_id is not a UUID")
             return nil
         }

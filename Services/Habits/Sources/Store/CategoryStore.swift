@@ -2,6 +2,7 @@ public import Foundation
 internal import HabitFlowEvents
 internal import HabitFlowOutbox
 internal import HabitFlowPostgres
+internal import HabitFlowCrypto
 
 extension HabitsStore {
     /// The user's live categories in display order.
@@ -28,7 +29,7 @@ extension HabitsStore {
                 let row = try await transaction.queryRow(
                     """
                     INSERT INTO categories (user_id, id, name, position, created_at, updated_at, change_seq) \
-                    VALUES (\(userID), \(id ?? UUID()), \(name), \(Int32(position)), \(now), \(now), \(sequence)) \
+                    VALUES (\(userID), \(id ?? UUID.random()), \(name), \(Int32(position)), \(now), \(now), \(sequence)) \
                     RETURNING *
                     """)
                 return try CategoryRecord(row: try required(row))
@@ -94,8 +95,8 @@ extension HabitsStore {
                 WHERE user_id = \(userID) AND category_id = \(id)
                 """)
             var event = Habitflow_Events_V1_CategoryDeleted()
-            event.userID = userID.uuidString.lowercased()
-            event.categoryID = id.uuidString.lowercased()
+            event.userID = userID.lowercasedString
+            event.categoryID = id.lowercasedString
             try await transaction.appendToOutbox(
                 OutboxEvent(aggregateType: "category", aggregateID: event.categoryID, message: event))
             return try CategoryRecord(row: try required(deleted))

@@ -1,5 +1,6 @@
 public import Foundation
 internal import HabitFlowPostgres
+internal import HabitFlowCrypto
 
 /// A position in a user's change feed: after the row of `kind` and `id` stamped with `sequence`. One write can stamp
 /// several rows with one sequence value (a category deleted with its habits), so the kind and id break ties.
@@ -23,7 +24,7 @@ public struct ChangeCursor: Sendable, Hashable, Comparable {
     }
 
     public static func < (lhs: ChangeCursor, rhs: ChangeCursor) -> Bool {
-        (lhs.sequence, lhs.kind, lhs.id.uuidString.lowercased()) < (rhs.sequence, rhs.kind, rhs.id.uuidString.lowercased())
+        (lhs.sequence, lhs.kind, lhs.id.lowercasedString) < (rhs.sequence, rhs.kind, rhs.id.lowercasedString)
     }
 
     /// The `(change_seq, id)` bound after which a table of `kind` continues: the same sequence value continues

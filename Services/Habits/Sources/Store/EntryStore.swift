@@ -21,28 +21,46 @@ public struct WeekTotal: Sendable, Hashable {
 }
 
 extension HabitsStore {
-    /// Adds one entry on `date` to a live habit. With a client id that exists already, returns that entry (a retry).
+    /// What ``markDone(user:habit:entry:date:value:now:zoneName:)`` did.
+    public enum MarkDoneOutcome: Sendable {
+        case marked(EntryRecord)
+        /// Nothing was written: the user's stored zone is no longer `zoneName`, so `date` may not be what the caller
+        /// meant by "today". The caller computes the day again in the zone stored now.
+        case zoneChanged(storedZoneName: String)
+    }
+
+    /// Adds one entry on `date` to a live habit, provided the user's stored zone is still `zoneName` (the zone the
+    /// caller took `date`, or the check that it is not in the future, from). With a client id that exists already,
+    /// returns that entry (a retry).
     ///
     /// One statement (its own transaction): the user's row is locked only for the insert and the commit, which
-    /// keeps a burst of check-ins from queueing behind one another for long.
+    /// keeps a burst of check-ins from queueing behind one another for long. The zone is compared under that lock,
+    /// so a zone change committed meanwhile is seen, never written past.
     public func markDone(
-        user userID: UUID, habit habitID: UUID, entry entryID: UUID?, date: LocalDate, value: Decimal, now: Date
-    ) async throws -> EntryRecord {
-        let id = entryID ?? UUID()
+        user userID: UUID, habit habitID: UUID, entry entryID: UUID?, date: LocalDate, value: Decimal, now: Date,
+        zoneName: String
+    ) async throws -> MarkDoneOutcome {
         let inserted = try await pool.queryRow(
             """
             WITH habit AS (SELECT id FROM habits WHERE user_id = \(userID) AND id = \(habitID) AND deleted_at IS NULL), \
             sequence AS (UPDATE users SET change_seq = change_seq + 1 \
-            WHERE user_id = \(userID) AND EXISTS (SELECT FROM habit) RETURNING change_seq) \
+            WHERE user_id = \(userID) AND time_zone = \(zoneName) AND EXISTS (SELECT FROM habit) RETURNING change_seq) \
             INSERT INTO entries (user_id, id, habit_id, local_date, value, created_at, change_seq) \
-            SELECT \(userID), \(id), habit.id, \(date), \(value), \(now), sequence.change_seq FROM habit, sequence \
+            SELECT \(userID), coalesce(\(entryID as UUID?)::uuid, gen_random_uuid()), habit.id, \(date), \(value), \
+            \(now), sequence.change_seq FROM habit, sequence \
             ON CONFLICT (user_id, id) DO NOTHING RETURNING *
             """)
-        if let inserted { return try EntryRecord(row: inserted) }
-        if entryID != nil, let existing = try await pool.queryRow(
-            "SELECT * FROM entries WHERE user_id = \(userID) AND id = \(id)")
+        if let inserted { return .marked(try EntryRecord(row: inserted)) }
+        // Why nothing was written, in the order the statement checks: the user, their zone, a retry, the habit.
+        guard let user = try await pool.queryRow("SELECT time_zone FROM users WHERE user_id = \(userID)") else {
+            throw HabitsErrors.accountDeleted(userID)
+        }
+        let storedZoneName = try user.decode(0, as: String.self)
+        if storedZoneName != zoneName { return .zoneChanged(storedZoneName: storedZoneName) }
+        if let entryID, let existing = try await pool.queryRow(
+            "SELECT * FROM entries WHERE user_id = \(userID) AND id = \(entryID)")
         {
-            return try EntryRecord(row: existing)
+            return .marked(try EntryRecord(row: existing))
         }
         throw try await missingHabitError(user: userID, habit: habitID)
     }

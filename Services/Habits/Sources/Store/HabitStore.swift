@@ -2,6 +2,7 @@ public import Foundation
 internal import HabitFlowEvents
 internal import HabitFlowOutbox
 public import HabitFlowPostgres
+internal import HabitFlowCrypto
 
 /// The fields an update sets; `nil` leaves a field as it is.
 public struct HabitChanges: Sendable, Hashable {
@@ -55,7 +56,7 @@ extension HabitsStore {
             let liveCount = try await transaction.queryRow(
                 "SELECT count(*) FROM habits WHERE user_id = \(userID) AND deleted_at IS NULL")?.decode(0, as: Int64.self)
             guard (liveCount ?? 0) < HabitRules.maximumLiveHabits else { throw HabitsErrors.habitLimit() }
-            let habitID = id ?? UUID()
+            let habitID = id ?? UUID.random()
             do {
                 try await transaction.execute(
                     """
@@ -126,8 +127,8 @@ extension HabitsStore {
                 change_seq = \(sequence) WHERE user_id = \(userID) AND id = \(id)
                 """)
             var event = Habitflow_Events_V1_HabitDeleted()
-            event.userID = userID.uuidString.lowercased()
-            event.habitID = id.uuidString.lowercased()
+            event.userID = userID.lowercasedString
+            event.habitID = id.lowercasedString
             try await transaction.appendToOutbox(
                 OutboxEvent(aggregateType: "habit", aggregateID: event.habitID, message: event))
             return try required(try await habit(transaction, user: userID, id: id))

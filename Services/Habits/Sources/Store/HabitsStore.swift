@@ -1,5 +1,6 @@
 public import Foundation
 public import HabitFlowPostgres
+internal import HabitFlowCrypto
 
 /// The `habits` schema: every statement the service runs. Handlers validate input; this turns it into SQL.
 ///
@@ -27,6 +28,21 @@ public struct HabitsStore: Sendable {
         return zone
     }
 
+    /// The user's stored zone and change-sequence value, in one primary-key lookup. A user the service has not seen
+    /// is created first (``prepareUser(_:now:)``); a deleted account is refused.
+    public func userVersion(_ userID: UUID, now: Date) async throws -> UserVersion {
+        if let version = try await storedVersion(userID) { return version }
+        _ = try await prepareUser(userID, now: now)
+        guard let version = try await storedVersion(userID) else { throw HabitsErrors.accountDeleted(userID) }
+        return version
+    }
+
+    private func storedVersion(_ userID: UUID) async throws -> UserVersion? {
+        try await pool.queryRow("SELECT time_zone, change_seq FROM users WHERE user_id = \(userID)").map {
+            UserVersion(zoneName: try $0.decode(0), changeSequence: try $0.decode(1))
+        }
+    }
+
     /// Creates the user with the five default categories unless they exist; then applies `zone` if it is newer
     /// than the zone they have (last write wins by event time). Returns the user's zone, or `nil` when the account
     /// was deleted (nothing is created then).
@@ -50,7 +66,7 @@ public struct HabitsStore: Sendable {
                 """
                 INSERT INTO categories (user_id, id, name, position, is_default, created_at, updated_at, change_seq) \
                 SELECT \(userID), d.id, d.name, (d.ordinal - 1)::integer, true, \(now), \(now), \(sequence) \
-                FROM unnest(\(names.map { _ in UUID() })::uuid[], \(names)::text[]) WITH ORDINALITY AS d(id, name, ordinal)
+                FROM unnest(\(names.map { _ in UUID.random() })::uuid[], \(names)::text[]) WITH ORDINALITY AS d(id, name, ordinal)
                 """)
             return zone ?? .utc
         }
@@ -61,12 +77,15 @@ public struct HabitsStore: Sendable {
     }
 
     /// Sets the user's zone unless a later change was applied already. Past entries keep their dates.
+    ///
+    /// It takes a change-sequence value like every write: the zone decides the user's today and current week, and
+    /// cached week views are valid only for the sequence value they were read at.
     func applyTimeZone(_ transaction: PostgresTransaction, user userID: UUID, zone: UserTimeZone, changedAt: Date)
         async throws
     {
         try await transaction.execute(
             """
-            UPDATE users SET time_zone = \(zone.name), time_zone_changed_at = \(changedAt) \
+            UPDATE users SET time_zone = \(zone.name), time_zone_changed_at = \(changedAt), change_seq = change_seq + 1 \
             WHERE user_id = \(userID) AND (time_zone_changed_at IS NULL OR time_zone_changed_at <= \(changedAt))
             """)
     }
@@ -79,6 +98,9 @@ public struct HabitsStore: Sendable {
     }
 
     /// Removes everything of a user and remembers the account as deleted. Returns whether there was anything.
+    ///
+    /// The user's row goes with the rest, so no cached week view can match it again (``userVersion(_:now:)`` then
+    /// refuses the deleted account), and `deleted_users` keeps the row, and its sequence, from starting over.
     @discardableResult
     public func purgeUser(_ transaction: PostgresTransaction, user userID: UUID) async throws -> Bool {
         let removed = try await transaction.execute("DELETE FROM users WHERE user_id = \(userID)")
@@ -106,6 +128,21 @@ public struct HabitsStore: Sendable {
             return try await body(transaction, sequence)
         }
     }
+}
+
+/// What a user's cached reads are valid for: the zone and change-sequence value stored with the user. Every write of
+/// the service takes the next sequence value in its own transaction, so an equal version means equal data.
+public struct UserVersion: Sendable, Hashable {
+    /// `users.time_zone` as stored: writes that depend on the zone compare against this.
+    public var zoneName: String
+    public var changeSequence: Int64
+
+    public init(zoneName: String, changeSequence: Int64) {
+        self.zoneName = zoneName
+        self.changeSequence = changeSequence
+    }
+
+    public var zone: UserTimeZone { .stored(zoneName) }
 }
 
 extension PostgresError {

@@ -1,5 +1,5 @@
 public import Foundation
-public import HabitFlowPostgres
+internal import HabitFlowPostgres
 
 // Reads for week views, score history and leaderboards, for one user or a batch of users.
 
@@ -15,23 +15,13 @@ public struct WeekViewData: Sendable {
 }
 
 extension HabitsStore {
-    /// The user's zone and categories, then (once the zone tells which week "now" is) the habits of the week with
-    /// their entries' days. `week` picks the week from the user's zone (their current week, or a requested one).
+    /// The user's live categories, then the habits live in `week` with their entries' days. `zone` is the one the
+    /// caller read with the user's version (``userVersion(_:now:)``), which picked the week.
     ///
-    /// A user the service has not seen is created first. Both statements use indexes led by the user (entries by
-    /// habit and day), so the cost does not grow with the user's history.
-    public func weekViewData(
-        user userID: UUID, now: Date, week: (UserTimeZone) throws -> IsoWeek
-    ) async throws -> (IsoWeek, WeekViewData) {
-        var rows = try await zoneAndCategories(userID)
-        if rows.isEmpty {
-            _ = try await prepareUser(userID, now: now)
-            rows = try await zoneAndCategories(userID)
-        }
-        guard let first = rows.first else { throw HabitsErrors.accountDeleted(userID) }
-        let zone = UserTimeZone.stored(try first.decode("time_zone", as: String.self))
-        let categories = try rows.filter { !$0.isNull(1) }.map(CategoryRecord.init(row:))
-        let week = try week(zone)
+    /// Both statements use indexes led by the user (entries by habit and day), so the cost does not grow with the
+    /// user's history.
+    public func weekViewData(user userID: UUID, zone: UserTimeZone, week: IsoWeek) async throws -> WeekViewData {
+        let categories = try await liveCategories(pool, of: [userID])[userID] ?? []
         var habits: [HabitRecord] = []
         var dayCounts: [UUID: [Int]] = [:]
         for row in try await pool.query(
@@ -48,17 +38,7 @@ extension HabitsStore {
             habits.append(habit)
             dayCounts[habit.id] = counts
         }
-        return (week, WeekViewData(zone: zone, categories: categories, habits: habits, dayCounts: dayCounts))
-    }
-
-    /// The user's zone with one row per live category (category columns NULL when there is none); no rows for a
-    /// user the service does not know.
-    private func zoneAndCategories(_ userID: UUID) async throws -> PostgresRows {
-        try await pool.query(
-            """
-            SELECT u.time_zone, c.* FROM users u LEFT JOIN categories c ON c.user_id = u.user_id AND c.deleted_at IS NULL \
-            WHERE u.user_id = \(userID) ORDER BY c.position, c.created_at, c.id
-            """)
+        return WeekViewData(zone: zone, categories: categories, habits: habits, dayCounts: dayCounts)
     }
 
     /// Habits live at some time in `first...last`, per user, ordered by creation. Which weeks each one counts in is

@@ -1,0 +1,127 @@
+public import Foundation
+internal import HabitFlowHabitsProtos
+internal import HabitFlowPostgres
+internal import SwiftProtobuf
+internal import Synchronization
+
+/// A dictionary that keeps at most `capacity` keys: storing a new key when full drops the key stored longest ago
+/// (first in, first out). Reads do not reorder, so a read stays one dictionary lookup.
+struct BoundedMap<Key: Hashable, Value> {
+    let capacity: Int
+    private var values: [Key: Value] = [:]
+    /// The keys in the order they were first stored, as a ring: `oldest` is the next to go when full.
+    private var order: [Key] = []
+    private var oldest = 0
+
+    init(capacity: Int) {
+        precondition(capacity > 0, "a BoundedMap needs room for one key")
+        self.capacity = capacity
+    }
+
+    subscript(key: Key) -> Value? { values[key] }
+
+    var count: Int { values.count }
+
+    mutating func store(_ value: Value, for key: Key) {
+        if values.updateValue(value, forKey: key) != nil { return }
+        if order.count < capacity {
+            order.append(key)
+            return
+        }
+        values.removeValue(forKey: order[oldest])
+        order[oldest] = key
+        oldest = (oldest + 1) % capacity
+    }
+}
+
+extension BoundedMap: Sendable where Key: Sendable, Value: Sendable {}
+
+/// Week views per user, served again while the user's version (stored zone and change-sequence value) is the one
+/// they were read at.
+///
+/// Every write of the service takes the user's next change-sequence value in its own transaction, and a request
+/// reads the version before the data, so cached data is never older than its version: the primary-key lookup each
+/// request makes anyway tells whether it is current, on every replica, without invalidation messages. One week per
+/// user, for at most `capacity` users (about 10 KB each with 15 habits: some 40 MB at the default).
+public final class WeekViewCache: Sendable {
+    public static let defaultCapacity = 4_096
+
+    struct Entry: Sendable {
+        var version: UserVersion
+        var week: IsoWeek
+        var data: WeekViewData
+        /// The view as built on `today` (the same data and day give the same view), in its wire form.
+        var today: LocalDate
+        var view: Habitflow_Habits_V1_WeekView
+    }
+
+    /// `view` as a WeekView whose only content is the bytes of its wire form, held as unknown fields, which
+    /// SwiftProtobuf writes back verbatim: a cached view goes out without being encoded again (encoding its nested
+    /// messages took about a fifth of the service's CPU per cached week view in `perf`).
+    ///
+    /// - Important: it reads as empty in this process; only a peer decoding the bytes sees the view.
+    static func wireForm(of view: Habitflow_Habits_V1_WeekView) throws -> Habitflow_Habits_V1_WeekView {
+        let bytes: [UInt8] = try view.serializedBytes()
+        var wireForm = Habitflow_Habits_V1_WeekView()
+        // A message without fields keeps every field it reads as an unknown one.
+        wireForm.unknownFields = try Google_Protobuf_Empty(serializedBytes: bytes).unknownFields
+        return wireForm
+    }
+
+    private let entries: Mutex<BoundedMap<UUID, Entry>>
+
+    public init(capacity: Int = defaultCapacity) {
+        entries = Mutex(BoundedMap(capacity: capacity))
+    }
+
+    public var capacity: Int { entries.withLock { $0.capacity } }
+
+    /// How many users have a view cached.
+    public var count: Int { entries.withLock { $0.count } }
+
+    public func contains(user userID: UUID) -> Bool { entries.withLock { $0[userID] != nil } }
+
+    /// The user's view of `week` on `today`, in its wire form (``wireForm(of:)``): the cached one while `version` and
+    /// `week` match (rebuilt from the cached data when only the day moved on), otherwise built from what `read`
+    /// returns and cached under `version`.
+    ///
+    /// - Important: `version` must have been read before `read` runs, so that the data is at least that new.
+    func view(
+        of userID: UUID, week: IsoWeek, today: LocalDate, version: UserVersion,
+        read: () async throws -> WeekViewData
+    ) async throws -> Habitflow_Habits_V1_WeekView {
+        let cached = entries.withLock { $0[userID] }
+        let data: WeekViewData
+        if let cached, cached.version == version, cached.week == week {
+            if cached.today == today { return cached.view }
+            data = cached.data
+        } else {
+            data = try await read()
+        }
+        let view = try Self.wireForm(of: WeekViewBuilder(week: week, today: today, data: data).view)
+        let entry = Entry(version: version, week: week, data: data, today: today, view: view)
+        entries.withLock { $0.store(entry, for: userID) }
+        return view
+    }
+}
+
+/// The zone each recent caller had stored when the service last read it, so that a check-in can compute the user's
+/// today without reading the zone first. Only a hint: ``HabitsStore/markDone(user:habit:entry:date:value:now:zoneName:)``
+/// writes only while the stored zone is still the hinted one. At most `capacity` users (a few MB at the default).
+final class UserZoneHints: Sendable {
+    static let defaultCapacity = 65_536
+
+    private let zoneNames: Mutex<BoundedMap<UUID, String>>
+
+    init(capacity: Int = defaultCapacity) {
+        zoneNames = Mutex(BoundedMap(capacity: capacity))
+    }
+
+    func zoneName(of userID: UUID) -> String? { zoneNames.withLock { $0[userID] } }
+
+    func remember(_ zoneName: String, for userID: UUID) {
+        zoneNames.withLock { names in
+            if names[userID] != zoneName { names.store(zoneName, for: userID) }
+        }
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+import HabitFlowEvents
+import HabitFlowHabits
+import HabitFlowHabitsProtos
+import HabitFlowPostgres
+import HabitFlowRPC
+import HabitFlowRPCClient
+import HabitFlowServiceKit
+import SwiftProtobuf
+import Testing
+
+/// The week view cache (validated by the user's change sequence) and the check-in's remembered zone, seen from a
+/// second replica on the same database: what one replica writes, the other must show on the next call.
+@Suite("Week view cache across replicas")
+struct WeekViewCacheTests {
+    /// A replica with its own cache and a client of it for `user`; stopped when `body` returns.
+    static func withReplica(
+        _ user: TestUser, cache: WeekViewCache = WeekViewCache(),
+        _ body: (Habitflow_Habits_V1_HabitsService.Client) async throws -> Void
+    ) async throws {
+        let replica = try await user.fixture.startReplica(weekViews: cache)
+        let channel = try HabitsFixture.channel(to: replica, signedAs: "gateway")
+        do {
+            try await body(Habitflow_Habits_V1_HabitsService.Client(transport: channel))
+        } catch {
+            await channel.close()
+            await replica.shutdown()
+            throw error
+        }
+        await channel.close()
+        await replica.shutdown()
+    }
+
+    @Test("every kind of write on one replica changes the next week view on another")
+    func writesOnAnotherReplica() async throws {
+        let user = try await TestUser()
+        let cache = WeekViewCache()
+        try await Self.withReplica(user, cache: cache) { replica in
+            func view() async throws -> WeekView { try await replica.getWeek(.init(), options: user.options) }
+            let categories = try await user.categories()
+            let health = try #require(categories.first { $0.name == "Health" })
+            let habit = try await user.createHabit("Run", target: 3, category: health.id)
+            var last = try await view()
+            #expect(cache.contains(user: user.id))
+            #expect(TestUser.progress(of: habit, in: last) == "0/3")
+
+            /// Runs a write through the shared host (the other replica) and returns the replica's next view, which
+            /// must differ from the one before.
+            func afterWrite(_ write: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation)
+                async throws -> WeekView
+            {
+                try await write()
+                let next = try await view()
+                #expect(next != last, "the view did not change", sourceLocation: sourceLocation)
+                last = next
+                return next
+            }
+
+            var next = try await afterWrite { try await user.markDone(habit) }
+            #expect(TestUser.progress(of: habit, in: next) == "1/3")
+            next = try await afterWrite { try await user.markNotDone(habit) }
+            #expect(TestUser.progress(of: habit, in: next) == "0/3")
+            let second = try await user.createHabit("Read")
+            next = try await afterWrite {}
+            #expect(next.habits.map(\.habit.name) == ["Run", "Read"])
+            next = try await afterWrite { _ = try await user.updateTarget(habit, to: 5) }
+            #expect(TestUser.progress(of: habit, in: next) == "0/5")
+            next = try await afterWrite {
+                _ = try await user.api.updateHabit(
+                    .with {
+                        $0.habit.id = second.id
+                        $0.habit.name = "Read more"
+                        $0.updateMask.paths = ["name"]
+                    }, options: user.options)
+            }
+            #expect(next.habits.map(\.habit.name) == ["Run", "Read more"])
+            next = try await afterWrite { _ = try await user.delete(second) }
+            #expect(next.habits.map(\.habit.name) == ["Run"])
+            next = try await afterWrite {
+                _ = try await user.api.renameCategory(
+                    .with {
+                        $0.categoryID = health.id
+                        $0.name = "Fitness"
+                    }, options: user.options)
+            }
+            #expect(next.categoryScores.map(\.categoryName).contains("Fitness"))
+            next = try await afterWrite {
+                _ = try await user.api.reorderCategories(
+                    .with { $0.categoryIds = [health.id] }, options: user.options)
+            }
+            #expect(next.categoryScores.first?.categoryName == "Fitness")
+            next = try await afterWrite {
+                _ = try await user.api.deleteCategory(.with { $0.categoryID = health.id }, options: user.options)
+            }
+            #expect(!next.categoryScores.map(\.categoryName).contains("Fitness"))
+            #expect(next.habits.first?.habit.categoryID == "")
+            next = try await afterWrite { try await user.setTimeZone("Asia/Tokyo") }
+            #expect(next.timeZone == "Asia/Tokyo")
+
+            var deleted = Habitflow_Events_V1_UserDeleted()
+            deleted.userID = user.id.uuidString.lowercased()
+            try await user.fixture.deliver(deleted, aggregateID: deleted.userID)
+            await expectError(.failedPrecondition) { _ = try await view() }
+        }
+    }
+
+    @Test("a cached view is served while the user's change sequence stands, and read again once it moves")
+    func servedUntilTheSequenceMoves() async throws {
+        let user = try await TestUser()
+        let habit = try await user.createHabit("Stretch")
+        let habitID = try #require(UUID(uuidString: habit.id))
+        try await Self.withReplica(user) { replica in
+            func name() async throws -> String? {
+                try await replica.getWeek(.init(), options: user.options).habits.first?.habit.name
+            }
+            #expect(try await name() == "Stretch")
+            // A change no write of the service would make: behind the sequence's back, so the cache cannot see it.
+            try await user.fixture.pool.execute("UPDATE habits SET name = 'Renamed' WHERE id = \(habitID)")
+            #expect(try await name() == "Stretch")
+            try await user.fixture.pool.execute(
+                "UPDATE users SET change_seq = change_seq + 1 WHERE user_id = \(user.id)")
+            #expect(try await name() == "Renamed")
+        }
+    }
+
+    @Test("the cache keeps at most its capacity of users and reads evicted ones again")
+    func bounded() async throws {
+        let first = try await TestUser()
+        let cache = WeekViewCache(capacity: 3)
+        try await Self.withReplica(first, cache: cache) { replica in
+            var users = [first]
+            for _ in 1..<5 { users.append(try await TestUser()) }
+            var habits: [Habit] = []
+            for user in users {
+                let habit = try await user.createHabit("Walk")
+                habits.append(habit)
+                #expect(TestUser.progress(of: habit, in: try await replica.getWeek(.init(), options: user.options)) == "0/7")
+                #expect(cache.count <= 3)
+            }
+            #expect(cache.count == 3)
+            #expect(users.map { cache.contains(user: $0.id) } == [false, false, true, true, true])
+            try await first.markDone(habits[0])
+            let again = try await replica.getWeek(.init(), options: first.options)
+            #expect(TestUser.progress(of: habits[0], in: again) == "1/7")
+            #expect(cache.contains(user: first.id))
+            #expect(cache.count == 3)
+        }
+    }
+
+    @Test("a check-in after a zone change on another replica dates the entry in the new zone")
+    func checkInAfterZoneChange() async throws {
+        let user = try await TestUser()
+        // 20:00 UTC on Wednesday 2026-01-14 is already Thursday the 15th on Kiritimati (UTC+14).
+        try user.setNow("2026-01-14T20:00:00Z")
+        let habit = try await user.createHabit("Meditate")
+        try await Self.withReplica(user) { replica in
+            func markDone(on date: ProtoDate? = nil) async throws -> Entry {
+                try await replica.markHabitDone(
+                    .with {
+                        $0.habitID = habit.id
+                        if let date { $0.date = date }
+                    }, options: user.options)
+            }
+            // The replica now remembers the zone (UTC).
+            #expect(try await markDone().date == date(2026, 1, 14))
+            let error = await expectError(.invalidArgument, field: "date") { _ = try await markDone(on: date(2026, 1, 15)) }
+            #expect(error?.message.contains("2026-01-14 in UTC") == true, "\(String(describing: error))")
+
+            try await user.setTimeZone("Pacific/Kiritimati")
+            #expect(try await markDone().date == date(2026, 1, 15))
+            try await user.setTimeZone("UTC", changedAt: Date().addingTimeInterval(1))
+            // The replica remembers Kiritimati; the stored zone is UTC again, where the 15th is still the future.
+            await expectError(.invalidArgument, field: "date") { _ = try await markDone(on: date(2026, 1, 15)) }
+            #expect(try await markDone().date == date(2026, 1, 14))
+            let week = try await replica.getWeek(.init(), options: user.options)
+            #expect(TestUser.progress(of: habit, in: week) == "3/7")
+        }
+    }
+}
