@@ -53,6 +53,8 @@ struct EntryImportTests {
         let user = try await TestUser()
         let read = try await user.createHabit("Read", target: 3)
         let run = try await user.createHabit("Run", target: 2, unit: "km")
+        // A week view read (and cached) before the import must not be served stale after it.
+        #expect(TestUser.progress(of: read, in: try await user.week()) == "0/3")
         let before = try await Self.stored(user)
         let oldest = Self.day(400)
         let entries = [
@@ -69,6 +71,9 @@ struct EntryImportTests {
             "SELECT DISTINCT change_seq FROM entries WHERE user_id = \(user.id)"
         ).map { try $0.decode(0, as: Int64.self) }
         #expect(stamps == [after.changeSequence])
+        let thisWeek = IsoWeek(containing: Self.day(0))
+        let doneThisWeek = [Self.day(0), Self.day(399), Self.day(400)].filter(thisWeek.contains).count
+        #expect(TestUser.progress(of: read, in: try await user.week()) == "\(doneThisWeek)/3")
 
         // The entries read back as MarkHabitDone's would, values included.
         let listed = try await user.api.listEntries(
