@@ -487,6 +487,7 @@ let package = Package(
             dependencies: [
                 "GRPCInteropTesting",
                 "HabitFlowAuthProtos",
+                "HabitFlowCrypto",
                 "HabitFlowGatewayProtos",
                 "HabitFlowHabitsProtos",
                 "HabitFlowRPC",

@@ -2,6 +2,7 @@ public import Foundation
 internal import HabitFlowAuthProtos
 internal import HabitFlowHabitsProtos
 public import HabitFlowRPC
+internal import HabitFlowCrypto
 
 /// A signed-in account as the driver holds it.
 public struct HabitFlowSession: Sendable {
@@ -21,7 +22,7 @@ struct HabitFlowAPI: Sendable {
     var anonymous: CallOptions { CallOptions(timeout: callTimeout) }
 
     func session(userID: String, tokens: Habitflow_Auth_V1_AuthTokens) throws -> HabitFlowSession {
-        guard let id = UUID(uuidString: userID) else {
+        guard let id = UUID(canonical: userID) else {
             throw ResponseCheckFailure("auth returned user id '\(userID)', not a UUID")
         }
         guard !tokens.accessToken.isEmpty, !tokens.refreshToken.isEmpty else {
@@ -64,7 +65,7 @@ struct HabitFlowAPI: Sendable {
     func refresh(_ session: inout HabitFlowSession, on connection: HabitFlowConnection) async throws {
         let response = try await Habitflow_Auth_V1_AuthService.Client(transport: connection.auth).refresh(
             .with { $0.refreshToken = session.refreshToken }, options: anonymous)
-        session = try self.session(userID: session.userID.uuidString, tokens: response.tokens)
+        session = try self.session(userID: session.userID.lowercasedString, tokens: response.tokens)
     }
 
     func habitIDs(of session: HabitFlowSession, on connection: HabitFlowConnection) async throws -> [String] {
@@ -83,7 +84,7 @@ struct HabitFlowAPI: Sendable {
         for number in stride(from: 1, through: count, by: 1) {
             let habit = try await client.createHabit(
                 .with {
-                    $0.habitID = UUID().uuidString.lowercased()
+                    $0.habitID = UUID.random().lowercasedString
                     $0.name = "Habit \(number)"
                     $0.weeklyTarget = Int32(3 + (number - 1) % 5)
                 }, options: session.options)
@@ -99,7 +100,7 @@ struct HabitFlowAPI: Sendable {
             .with {
                 $0.habitID = habit
                 $0.date = day.proto
-                $0.entryID = UUID().uuidString.lowercased()
+                $0.entryID = UUID.random().lowercasedString
             }, options: session.options)
     }
 }

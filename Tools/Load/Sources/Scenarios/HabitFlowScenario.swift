@@ -4,6 +4,7 @@ internal import HabitFlowGatewayProtos
 internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import Synchronization
+internal import HabitFlowCrypto
 
 /// HabitFlow's own traffic: virtual users sign up (or resume seeded accounts), then check in habits, read their week,
 /// list habits and categories, read their score history, refresh their tokens...
@@ -121,11 +122,11 @@ public struct HabitFlowScenario: LoadScenario {
     /// signs up a new account with a few habits.
     public func prepareUser(index: Int, connection: HabitFlowConnection) async throws -> User {
         // Auth wants a UUID per device: each virtual user is one.
-        let device = UUID().uuidString.lowercased()
+        let device = UUID.random().lowercasedString
         let session: HabitFlowSession
         var account: Int?
         if accounts.isEmpty {
-            let tag = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+            let tag = UUID.random().lowercasedString.replacingOccurrences(of: "-", with: "").prefix(16)
             session = try await api.register(
                 email: "load-\(tag)@example.com", username: "load_\(tag)", password: "load-\(tag)-password",
                 device: device, on: connection)
@@ -143,7 +144,7 @@ public struct HabitFlowScenario: LoadScenario {
     private func resume(
         _ seeded: SeededAccount, claimsSession: Bool, device: String, on connection: HabitFlowConnection
     ) async throws -> HabitFlowSession {
-        if claimsSession, let refreshToken = seeded.refreshToken, let userID = UUID(uuidString: seeded.userID) {
+        if claimsSession, let refreshToken = seeded.refreshToken, let userID = UUID(canonical: seeded.userID) {
             var session = HabitFlowSession(
                 userID: userID, accessToken: "", refreshToken: refreshToken, options: api.anonymous)
             do {
@@ -200,7 +201,7 @@ public struct HabitFlowScenario: LoadScenario {
         case .getProfile:
             let profile = try await Habitflow_Auth_V1_AuthService.Client(transport: connection.auth).getProfile(
                 Habitflow_Auth_V1_GetProfileRequest(), options: options)
-            guard UUID(uuidString: profile.id) == user.session.userID else {
+            guard UUID(canonical: profile.id) == user.session.userID else {
                 throw ResponseCheckFailure("GetProfile returned user \(profile.id)")
             }
         }

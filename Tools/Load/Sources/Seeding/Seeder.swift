@@ -4,6 +4,7 @@ internal import HabitFlowRPC
 internal import HabitFlowRPCClient
 internal import HabitFlowServiceKit
 internal import Synchronization
+internal import HabitFlowCrypto
 
 /// How the seeder writes entries.
 public enum SeedEntryPath: String, Sendable, Hashable, CaseIterable {
@@ -168,12 +169,12 @@ public struct Seeder: Sendable {
             index -> Result<SeededUser, any Error> in
             let connection = connections[index % connections.count]
             do {
-                let tag = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+                let tag = UUID.random().lowercasedString.replacingOccurrences(of: "-", with: "").prefix(16)
                 let email = "seed-\(tag)@example.com"
                 let password = "seed-\(tag)-password"
                 let session = try await retrying {
                     try await api.register(
-                        email: email, username: "seed_\(tag)", password: password, device: UUID().uuidString.lowercased(),
+                        email: email, username: "seed_\(tag)", password: password, device: UUID.random().lowercasedString,
                         on: connection)
                 }
                 let habits = try await retrying {
@@ -181,7 +182,7 @@ public struct Seeder: Sendable {
                 }
                 _ = created.fetchAndAdd(1)
                 let account = SeededAccount(
-                    email: email, password: password, userID: session.userID.uuidString.lowercased(),
+                    email: email, password: password, userID: session.userID.lowercasedString.lowercased(),
                     refreshToken: session.refreshToken)
                 return .success(SeededUser(account: account, session: session, habits: habits))
             } catch {
@@ -369,7 +370,7 @@ extension SeedPlan {
         for (habit, habitID) in habits.enumerated() {
             for daysAgo in dates.indices.reversed() where isDone(user: user, habit: habit, daysAgo: daysAgo) {
                 var entry = Habitflow_Habits_V1_ImportedEntry()
-                entry.entryID = UUID().uuidString.lowercased()
+                entry.entryID = UUID.random().lowercasedString
                 entry.habitID = habitID
                 entry.date = dates[daysAgo]
                 entries.append(entry)
