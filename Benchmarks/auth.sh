@@ -13,7 +13,7 @@ cd "$HABITFLOW_ROOT"
 
 seconds=${BENCH_SECONDS:-10}
 concurrency=${BENCH_LOGIN_CONCURRENCY:-8}
-scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build}
+scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
 
 log "building auth-benchmark (release)"
 swift build -c release --product auth-benchmark --scratch-path "$scratch" >&2

@@ -11,7 +11,7 @@ source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
 cd "$HABITFLOW_ROOT"
 
-scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build}
+scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
 for product in habitflow-auth habitflow-habits habitflow-gateway habitflow-healthcheck gateway-benchmark; do
     log "building $product (release)"
     swift build -c release --product "$product" --scratch-path "$scratch" >&2

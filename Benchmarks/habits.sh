@@ -14,7 +14,7 @@ source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
 cd "$HABITFLOW_ROOT"
 
 seconds=${BENCH_SECONDS:-10}
-scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build}
+scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
 
 "$HABITFLOW_ROOT/scripts/bootstrap"
 for product in habitflow-habits habits-benchmark; do

@@ -16,7 +16,7 @@ cd "$HABITFLOW_ROOT"
 seconds=${BENCH_SECONDS:-10}
 concurrencies=(1 32)
 rows=100000
-scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build}
+scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
 pgbench=$(command -v pgbench || echo "$PG_BIN/pgbench")
 [[ -x "$pgbench" ]] || { echo "pgbench not found (Debian postgresql-contrib / postgresql-15)" >&2; exit 1; }
 

@@ -8,7 +8,7 @@ source "$(dirname "$0")/../scripts/lib/common.sh"
 cd "$HABITFLOW_ROOT"
 
 seconds=${1:-3}
-scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build}
+scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
 
 log "building tokens-benchmark (release)"
 swift build -c release --product tokens-benchmark --scratch-path "$scratch" >&2
