@@ -4,19 +4,17 @@ internal import HabitFlowCrypto
 
 /// The statuses the habits service answers with, worded once.
 public enum HabitsErrors {
-    static func id(_ id: UUID) -> String { id.lowercasedString }
-
     /// Also the answer for another user's habit: ids leak nothing.
     public static func habitNotFound(_ habitID: UUID) -> RPCError {
-        .notFound(resourceType: "habit", name: id(habitID))
+        .notFound(resourceType: "habit", name: habitID.lowercasedString)
     }
 
     public static func categoryNotFound(_ categoryID: UUID) -> RPCError {
-        .notFound(resourceType: "category", name: id(categoryID))
+        .notFound(resourceType: "category", name: categoryID.lowercasedString)
     }
 
     public static func habitDeleted(_ habitID: UUID) -> RPCError {
-        .failedPrecondition(type: "HABIT_DELETED", subject: "habits/\(id(habitID))", "the habit was deleted")
+        .failedPrecondition(type: "HABIT_DELETED", subject: "habits/\(habitID.lowercasedString)", "the habit was deleted")
     }
 
     public static func habitLimit() -> RPCError {
@@ -41,6 +39,6 @@ public enum HabitsErrors {
 
     /// The account was deleted (UserDeleted or PurgeUser): nothing of it is re-created.
     public static func accountDeleted(_ userID: UUID) -> RPCError {
-        .failedPrecondition(type: "ACCOUNT_DELETED", subject: "users/\(id(userID))", "the account was deleted")
+        .failedPrecondition(type: "ACCOUNT_DELETED", subject: "users/\(userID.lowercasedString)", "the account was deleted")
     }
 }

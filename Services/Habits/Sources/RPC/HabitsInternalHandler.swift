@@ -43,7 +43,7 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
             $0.aggregates = habitIDs.flatMap { habitID in
                 (totals[habitID] ?? []).sorted { $0.week < $1.week }.map { total in
                     .with {
-                        $0.habitID = habitID.apiString
+                        $0.habitID = habitID.lowercasedString
                         $0.week = total.week.proto
                         $0.weekStart = total.week.monday.proto
                         $0.entryCount = Int64(total.count)
@@ -80,7 +80,7 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
                 let tallies = WeekTallies.tallies(
                     of: habits[userID] ?? [], in: week, completions: completions[userID] ?? [:])
                 return .with {
-                    $0.userID = userID.apiString
+                    $0.userID = userID.lowercasedString
                     $0.week = week.proto
                     $0.score = WeeklyScore(tallies).proto
                     $0.habitCount = Int32(tallies.count)

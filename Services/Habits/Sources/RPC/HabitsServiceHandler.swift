@@ -292,7 +292,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
             $0.entries = page.map(\.proto)
             if entries.count > pageSize, let last = page.last {
                 $0.nextPageToken = PageToken.encode(
-                    kind: "entries", [String(last.date.daysSinceEpoch), last.id.apiString])
+                    kind: "entries", [String(last.date.daysSinceEpoch), last.id.lowercasedString])
             }
         }
     }
@@ -393,7 +393,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         return .with {
             $0.changes = changes.map(\.proto)
             $0.nextCursor = PageToken.encode(
-                kind: "changes", [String(next.sequence), String(next.kind.rawValue), next.id.apiString])
+                kind: "changes", [String(next.sequence), String(next.kind.rawValue), next.id.lowercasedString])
             $0.hasMore_p = hasMore
         }
     }

@@ -6,11 +6,6 @@ internal import HabitFlowCrypto
 
 // Stored records and domain values as API messages.
 
-extension UUID {
-    /// Ids travel lowercase, as Postgres prints them.
-    var apiString: String { lowercasedString }
-}
-
 extension LocalDate {
     var proto: Habitflow_Habits_V1_LocalDate {
         .with {
@@ -37,7 +32,7 @@ extension Decimal {
 extension CategoryRecord {
     var proto: Habitflow_Habits_V1_Category {
         .with {
-            $0.id = id.apiString
+            $0.id = id.lowercasedString
             $0.name = name
             $0.position = Int32(position)
             $0.isDefault = isDefault
@@ -54,9 +49,9 @@ extension CategoryRecord {
 extension HabitRecord {
     var proto: Habitflow_Habits_V1_Habit {
         .with {
-            $0.id = id.apiString
+            $0.id = id.lowercasedString
             $0.name = name
-            $0.categoryID = categoryID?.apiString ?? ""
+            $0.categoryID = categoryID?.lowercasedString ?? ""
             $0.weeklyTarget = Int32(currentTarget)
             $0.unit = unit ?? ""
             $0.createTime = Google_Protobuf_Timestamp(date: createdAt)
@@ -80,8 +75,8 @@ extension HabitRecord {
 extension EntryRecord {
     var proto: Habitflow_Habits_V1_Entry {
         .with {
-            $0.id = id.apiString
-            $0.habitID = habitID.apiString
+            $0.id = id.lowercasedString
+            $0.habitID = habitID.lowercasedString
             $0.date = date.proto
             $0.value = value.doubleValue
             $0.createTime = Google_Protobuf_Timestamp(date: createdAt)
@@ -107,7 +102,7 @@ extension WeeklyScore {
 extension CategoryWeekScore {
     var proto: Habitflow_Habits_V1_CategoryScore {
         .with {
-            $0.categoryID = categoryID?.apiString ?? ""
+            $0.categoryID = categoryID?.lowercasedString ?? ""
             $0.categoryName = name
             $0.score = score.proto
         }
