@@ -125,6 +125,13 @@ let package = Package(
             path: "Tools/Migrate",
             swiftSettings: swiftSettings
         ),
+        // What the benchmarks share: CPU time of processes, a service's own latency histogram from its /metrics.
+        .target(
+            name: "HabitFlowBenchmarkSupport",
+            dependencies: ["HabitFlowRPC"],
+            path: "Benchmarks/Support",
+            swiftSettings: swiftSettings
+        ),
         // Pool round trips next to pgbench (Benchmarks/postgres.sh); prints figures, not a test.
         .executableTarget(
             name: "postgres-benchmark",
@@ -341,6 +348,7 @@ let package = Package(
         .executableTarget(
             name: "habits-benchmark",
             dependencies: [
+                "HabitFlowBenchmarkSupport",
                 "HabitFlowHabits",
                 "HabitFlowHabitsProtos",
                 "HabitFlowPostgres",

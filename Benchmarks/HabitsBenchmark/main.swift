@@ -3,14 +3,17 @@
 // throwaway Postgres and the service.
 //
 //   habits-benchmark --port PORT --database-url URL --secret SECRET [--seconds 10] [--concurrency 1,32]
-//                    [--service-pid PID] [--postgres-pid POSTMASTER_PID]
+//                    [--service-pid PID] [--postgres-pid POSTMASTER_PID] [--metrics-port SERVICE_METRICS_PORT]
 //
 // Seeds through the API (user, habits) and SQL (five years of entries in one INSERT ... SELECT), and 32 more users
 // with 15 habits each for mark-done spread over many users (one user's check-ins queue on that user's row lock by
 // design, so "mark done (1 user)" at concurrency 32 measures that queue, not the service), then prints one
-// line per run: workload, concurrency, requests, requests/s, p50 and p99 latency in ms as the client saw it, errors,
-// and the CPU time per request of the service, of Postgres (postmaster and backends) and of this client.
+// line per run: workload, concurrency, requests, requests/s, p50 and p99 latency in ms as the client saw it; p50 and
+// p99 server latency (the service's own handling-time histogram, interpolated within its buckets) and the exact share
+// of calls within issue #7's p99 goal (5 ms week view, 10 ms mark-done); errors; and the CPU time per request of the
+// service, of Postgres (postmaster and backends) and of this client.
 import Foundation
+import HabitFlowBenchmarkSupport
 import HabitFlowHabitsProtos
 import HabitFlowPostgres
 import HabitFlowRPC
@@ -31,6 +34,7 @@ else {
 }
 let concurrencies = (options["--concurrency"] ?? "1,32").split(separator: ",").compactMap { Int($0) }
 let servicePID = options["--service-pid"].flatMap(Int32.init)
+let metricsPort = options["--metrics-port"].flatMap(Int.init)
 let postmasterPID = options["--postgres-pid"].flatMap(Int32.init)
 var logger = Logger(label: "habits-benchmark")
 logger.logLevel = .warning
@@ -89,37 +93,12 @@ func seedUser(yearsOfEntries: Int) async throws -> (user: UUID, habits: [String]
 
 // MARK: Measuring
 
-/// CPU seconds (user + system) of a process, from /proc/PID/stat; 0 when it cannot be read.
-func cpuSeconds(_ pid: Int32) -> Double {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-        let end = stat.lastIndex(of: ")")
-    else { return 0 }
-    // After "pid (comm)": state is field 3, so utime (14) and stime (15) are the 12th and 13th after the name.
-    let fields = stat[stat.index(after: end)...].split(separator: " ")
-    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-}
-
-/// The postmaster's CPU plus that of its children (the backends serving the service and this client).
-func postgresCPUSeconds(_ postmaster: Int32) -> Double {
-    let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-    var total = cpuSeconds(postmaster)
-    for name in processes {
-        guard let pid = Int32(name), let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let end = stat.lastIndex(of: ")")
-        else { continue }
-        let fields = stat[stat.index(after: end)...].split(separator: " ")
-        if fields.count > 1, Int32(fields[1]) == postmaster { total += cpuSeconds(pid) }
-    }
-    return total
-}
-
 /// CPU seconds used so far by the service, Postgres and this process.
 func cpuNow() -> (service: Double, postgres: Double, client: Double) {
     (
-        servicePID.map(cpuSeconds) ?? 0,
-        postmasterPID.map(postgresCPUSeconds) ?? 0,
-        cpuSeconds(getpid())
+        servicePID.map(ProcessCPU.seconds) ?? 0,
+        postmasterPID.map { ProcessCPU.postgresSeconds(postmaster: $0) } ?? 0,
+        ProcessCPU.seconds(getpid())
     )
 }
 
@@ -149,13 +128,18 @@ func measure(
     let end = warmUpEnd + .seconds(seconds)
     let samples = Samples()
     let cpu = CPUWindow()
+    let method = workload == .weekView
+        ? Habitflow_Habits_V1_HabitsService.Method.getWeek : Habitflow_Habits_V1_HabitsService.Method.markHabitDone
+    let serverTimes = ServerTimesWindow()
     await withTaskGroup(of: Void.self) { group in
         group.addTask {
-            // CPU is read at the end of the warm-up and at the end of the run.
+            // CPU and the service's own latency histogram are read at the end of the warm-up and at the end of the run.
             try? await clock.sleep(until: warmUpEnd)
             cpu.mark(cpuNow())
+            await serverTimes.mark(method)
             try? await clock.sleep(until: end)
             cpu.mark(cpuNow())
+            await serverTimes.mark(method)
         }
         for worker in 0..<concurrency {
             let (user, habits) = users[worker % users.count]
@@ -200,11 +184,43 @@ func measure(
     func perRequest(_ seconds: Double) -> String {
         sorted.isEmpty ? "-" : String(Int((seconds / Double(sorted.count) * 1_000_000).rounded()))
     }
+    let server = serverTimes.window
+    func milliseconds(_ seconds: Double?) -> String { seconds.map { String(format: "%.2f", $0 * 1000) } ?? "-" }
     printRow([
         label, String(concurrency), String(sorted.count), String(Int(rate.rounded())),
-        String(format: "%.2f", percentile(0.50)), String(format: "%.2f", percentile(0.99)), String(errors),
+        String(format: "%.2f", percentile(0.50)), String(format: "%.2f", percentile(0.99)),
+        milliseconds(server?.quantile(0.50)), milliseconds(server?.quantile(0.99)),
+        server?.share(atMost: goal(workload)).map { String(format: "%.2f%%", $0 * 100) } ?? "-", String(errors),
         perRequest(used.service), perRequest(used.postgres), perRequest(used.client),
     ])
+}
+
+/// Issue #7's p99 goal at concurrency 32: the service answers a week view within 5 ms, a mark-done within 10 ms.
+func goal(_ workload: Workload) -> Double {
+    workload == .weekView ? 0.005 : 0.010
+}
+
+/// The service's handling-time histogram at the start and the end of a measurement (needs `--metrics-port`).
+final class ServerTimesWindow: Sendable {
+    private let readings = Mutex<[HandlingTimeHistogram]>([])
+
+    func mark(_ method: MethodDescriptor) async {
+        guard let metricsPort else { return }
+        do {
+            let reading = try await HandlingTimeHistogram.read(metricsPort: metricsPort, method: method)
+            readings.withLock { $0.append(reading) }
+        } catch {
+            progress("could not read the service's metrics on port \(metricsPort): \(error)")
+        }
+    }
+
+    /// The calls handled between the two readings.
+    var window: HandlingTimeHistogram? {
+        readings.withLock { readings in
+            guard readings.count == 2 else { return nil }
+            return readings[1].since(readings[0])
+        }
+    }
 }
 
 /// The CPU readings at the start and the end of a measurement.
@@ -221,7 +237,7 @@ final class CPUWindow: Sendable {
     }
 }
 
-let columnWidths = [22, 11, 9, 7, 8, 8, 6, 13, 14, 12]
+let columnWidths = [22, 11, 9, 7, 8, 8, 10, 10, 12, 6, 13, 14, 12]
 
 func printRow(_ cells: [String]) {
     var line = ""
@@ -259,7 +275,8 @@ for _ in 0..<32 { checkInUsers.append(try await seedUser(yearsOfEntries: 0)) }
 progress("seeded \(checkInUsers.count) users with 15 habits each for the many-users check-ins")
 try await explainWeekStatement(user: seeded.user)
 printRow([
-    "workload", "concurrency", "requests", "req/s", "p50 ms", "p99 ms", "errors", "service µs/req",
+    "workload", "concurrency", "requests", "req/s", "p50 ms", "p99 ms", "server p50", "server p99", "within goal",
+    "errors", "service µs/req",
     "Postgres µs/req", "client µs/req",
 ])
 for concurrency in concurrencies {

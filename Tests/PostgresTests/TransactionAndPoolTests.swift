@@ -101,6 +101,45 @@ extension PostgresIntegrationTests {
             }
         }
 
+        @Test("every waiter times out at its own deadline, and one granted in time is never failed")
+        func waitersTimeOutOneByOne() async throws {
+            try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1, acquireTimeout: .milliseconds(400)) {
+                pool in
+                try await pool.withConnection { _ in
+                    // Two waiters 200 ms apart on a pool whose only connection stays leased: each fails after its
+                    // own 400 ms, so the second fails about 200 ms after the first (one shared timer, re-armed).
+                    let clock = ContinuousClock()
+                    let start = clock.now
+                    async let first: Duration = {
+                        await #expect { try await pool.query("SELECT 1") } throws: {
+                            ($0 as? PostgresError)?.kind == .poolTimeout
+                        }
+                        return clock.now - start
+                    }()
+                    try await Task.sleep(for: .milliseconds(200))
+                    async let second: Duration = {
+                        await #expect { try await pool.query("SELECT 1") } throws: {
+                            ($0 as? PostgresError)?.kind == .poolTimeout
+                        }
+                        return clock.now - start
+                    }()
+                    let (firstFailed, secondFailed) = await (first, second)
+                    #expect(firstFailed >= .milliseconds(400))
+                    #expect(secondFailed >= .milliseconds(600))
+                }
+                // A waiter whose connection frees up before its deadline gets it, even while the timer is armed.
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await pool.execute("SELECT pg_sleep(0.3)") }
+                    try await Task.sleep(for: .milliseconds(50))
+                    group.addTask {
+                        let value = try await pool.queryRow("SELECT 2::int8")?.decode(0, as: Int.self)
+                        #expect(value == 2)
+                    }
+                    try await group.waitForAll()
+                }
+            }
+        }
+
         @Test("a connection the server killed is replaced transparently")
         func terminatedBackend() async throws {
             try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { pool in
