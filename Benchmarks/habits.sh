@@ -53,4 +53,46 @@ log "habitflow-habits (${SERVICE_BINARY:-this build}) on 127.0.0.1:$service_port
 "$scratch/release/habits-benchmark" --port "$service_port" --database-url "$database_url" --secret "$secret" \
     --seconds "$seconds" --concurrency 1,32 --service-pid "$service_pid" --metrics-port "$metrics_port" \
     --postgres-pid "$(head -n 1 "$workdir/postgres/postmaster.pid")"
+
+# Postgres's own ceiling for check-ins: pgbench (a C client that costs almost nothing itself) runs mark-done's
+# statement (HabitsStore.markDone's text; the user id is made from pgbench's integer variable) for 32 users of its own
+# at concurrency 32, straight against the same Postgres. No service can answer check-ins faster than this.
+pgbench=$(command -v pgbench || echo "$PG_BIN/pgbench")
+pg_psql "$workdir/postgres" "$port" --dbname=habitflow <<'SQL'
+SET search_path TO habits;
+INSERT INTO users (user_id) SELECT ('00000000-0000-4000-8000-' || lpad(n::text, 12, '0'))::uuid FROM generate_series(1, 32) n;
+INSERT INTO habits (user_id, id, name, live_from, created_at, updated_at, change_seq, created_seq)
+SELECT user_id, user_id, 'pgbench', current_date - 7, now(), now(), 1, 1 FROM users
+WHERE user_id::text LIKE '00000000-0000-4000-8000-%';
+SQL
+cat >"$workdir/mark-done.sql" <<'SQL'
+\set n random(1, 32)
+WITH habit AS (SELECT id FROM habits.habits WHERE user_id = ('00000000-0000-4000-8000-' || lpad(:n::text, 12, '0'))::uuid AND id = ('00000000-0000-4000-8000-' || lpad(:n::text, 12, '0'))::uuid AND deleted_at IS NULL), sequence AS (UPDATE habits.users SET change_seq = change_seq + 1 WHERE user_id = ('00000000-0000-4000-8000-' || lpad(:n::text, 12, '0'))::uuid AND time_zone = 'UTC' AND EXISTS (SELECT FROM habit) RETURNING change_seq) INSERT INTO habits.entries (user_id, id, habit_id, local_date, value, created_at, change_seq) SELECT ('00000000-0000-4000-8000-' || lpad(:n::text, 12, '0'))::uuid, coalesce(NULL::uuid, gen_random_uuid()), habit.id, current_date, 1, now(), sequence.change_seq FROM habit, sequence ON CONFLICT (user_id, id) DO NOTHING RETURNING *;
+SQL
+postmaster=$(head -n 1 "$workdir/postgres/postmaster.pid")
+# Postgres's CPU in clock ticks: the postmaster with the backends it reaped (pgbench's end with its run) and its
+# live children.
+postgres_ticks() {
+    local total child ticks
+    total=$(sed 's/^.*) //' "/proc/$postmaster/stat" | awk '{ print $12 + $13 + $14 + $15 }')
+    for child in $(cat "/proc/$postmaster/task/$postmaster/children"); do
+        ticks=$(sed 's/^.*) //' "/proc/$child/stat" 2>/dev/null | awk '{ print $12 + $13 }') || ticks=0
+        total=$((total + ${ticks:-0}))
+    done
+    echo "$total"
+}
+before=$(postgres_ticks)
+(cd "$workdir" && PGPASSWORD=$PG_PASSWORD "$pgbench" --no-vacuum --protocol=prepared --client=32 --jobs=2 \
+    --time="$seconds" --file=mark-done.sql --log --log-prefix=pgbench --host=127.0.0.1 --port="$port" \
+    --username=postgres habitflow >"$workdir/pgbench.out" 2>&1) || { cat "$workdir/pgbench.out" >&2; exit 1; }
+after=$(postgres_ticks)
+# Per-transaction log lines: client id, transaction number, latency in µs, ...
+cat "$workdir"/pgbench.[0-9]* | awk '{ print $3 }' | sort -n |
+    awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" -v seconds="$seconds" '
+        { latency[NR] = $1 }
+        END {
+            p50 = latency[int(NR * 0.50 + 0.999)]; p99 = latency[int(NR * 0.99 + 0.999)]
+            printf "%-22s %11d %9d %7d %8.2f %8.2f   (no service; Postgres %d µs/req)\n", "mark done, pgbench", 32, NR,
+                NR / seconds, p50 / 1000, p99 / 1000, ticks / hz * 1e6 / NR
+        }'
 log "load average afterwards: $(cut -d' ' -f1-3 /proc/loadavg)"
