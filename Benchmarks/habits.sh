@@ -4,11 +4,15 @@
 # it; PG_FSYNC=off to compare). The client (habits-benchmark) and the service are separate processes on loopback.
 # Prints requests/s, p50/p99 latency as the client saw it (server time plus loopback and the client itself, which
 # shares the two cores), p50/p99 server latency from the service's own handling-time histogram (/metrics) with the
-# exact share of calls within the issue's p99 goal, and the CPU time per request of the service, Postgres and client. Mark-done runs twice at concurrency 32: all calls
+# exact share of calls within the issue's p99 goal, and the CPU time per request of the service, Postgres and client.
+# The week view runs twice per concurrency: with our RPC client and with h2load (nghttp2-client, a C load generator
+# that leaves the cores to the service and Postgres). Last, pgbench runs mark-done's statement straight against
+# Postgres: the ceiling no service can beat. Mark-done runs twice at concurrency 32: all calls
 # as one user (they queue on that user's row lock by design) and spread over 32 users (the realistic case).
 #
 # Usage: Benchmarks/habits.sh   (BENCH_SECONDS=10 per run; HABITFLOW_SCRATCH_PATH = build folder; POOL_SIZE=10;
-#                               SERVICE_BINARY = a habitflow-habits built earlier, to compare it with the same client)
+#                               SERVICE_BINARY = a habitflow-habits built earlier, to compare it with the same client;
+#                               PG_URL_SUFFIX = appended to the service's database URL, e.g. '?options=-c%20...')
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"

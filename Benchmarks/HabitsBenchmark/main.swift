@@ -173,6 +173,16 @@ func measure(
         }
     }
     let (latencies, errors) = samples.result
+    printResult(
+        label: label, workload: workload, concurrency: concurrency, latencies: latencies, errors: errors,
+        cpu: cpu.used, server: serverTimes.window)
+}
+
+/// Prints one row: latencies in nanoseconds as the client saw them, CPU seconds used in the measured window.
+func printResult(
+    label: String, workload: Workload, concurrency: Int, latencies: [Int64], errors: Int,
+    cpu used: (service: Double, postgres: Double, client: Double), server: HandlingTimeHistogram?
+) {
     let sorted = latencies.sorted()
     func percentile(_ fraction: Double) -> Double {
         guard !sorted.isEmpty else { return 0 }
@@ -180,11 +190,9 @@ func measure(
         return Double(sorted[max(0, min(rank, sorted.count - 1))]) / 1_000_000
     }
     let rate = Double(sorted.count) / Double(seconds)
-    let used = cpu.used
     func perRequest(_ seconds: Double) -> String {
         sorted.isEmpty ? "-" : String(Int((seconds / Double(sorted.count) * 1_000_000).rounded()))
     }
-    let server = serverTimes.window
     func milliseconds(_ seconds: Double?) -> String { seconds.map { String(format: "%.2f", $0 * 1000) } ?? "-" }
     printRow([
         label, String(concurrency), String(sorted.count), String(Int(rate.rounded())),
@@ -193,6 +201,96 @@ func measure(
         server?.share(atMost: goal(workload)).map { String(format: "%.2f%%", $0 * 100) } ?? "-", String(errors),
         perRequest(used.service), perRequest(used.postgres), perRequest(used.client),
     ])
+}
+
+// MARK: The week view driven by h2load
+
+/// The week view at `concurrency` streams on one connection, driven by h2load (nghttp2-client) instead of our RPC
+/// client: a load generator written in C that needs a fraction of our client's CPU per call, so the two cores go to
+/// the service and Postgres as they would with clients on other machines. The request is signed as the gateway signs
+/// it (valid for five minutes, far longer than a run); h2load cannot read gRPC trailers, so the errors column counts
+/// non-200 answers plus the calls the service itself counted as failed (not as cancelled: h2load resets the streams
+/// still open when its time is up). Client CPU is h2load's (RUSAGE_CHILDREN).
+func measureWeekViewWithH2load(user: UUID, concurrency: Int) async throws {
+    let method = Habitflow_Habits_V1_HabitsService.Method.getWeek
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("habits-benchmark-\(getpid())")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    // One gRPC message: not compressed, length 0 (an empty GetWeekRequest: the caller's current week).
+    let body = folder.appendingPathComponent("get-week.bin")
+    try Data([0, 0, 0, 0, 0]).write(to: body)
+    var arguments = ["-t", "1", "-c", "1", "-m", String(concurrency), "-d", body.path]
+    arguments += ["-H", "content-type: application/grpc", "-H", "te: trailers"]
+    let credential = InternalCredential(secret: secret).metadata(
+        for: CallerIdentity(caller: "gateway", userID: user), method: method)
+    for entry in credential {
+        guard case .text(let value) = entry.value else { continue }
+        arguments += ["-H", "\(entry.key): \(value)"]
+    }
+    let url = "http://127.0.0.1:\(port)\(method.path)"
+
+    func runH2load(seconds: Int, log: URL) throws {
+        let h2load = Process()
+        h2load.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        h2load.arguments = ["h2load", "-D", String(seconds), "--log-file", log.path] + arguments + [url]
+        h2load.standardOutput = FileHandle.nullDevice
+        try h2load.run()
+        h2load.waitUntilExit()
+        guard h2load.terminationStatus == 0 else {
+            throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "h2load exited with \(h2load.terminationStatus)"])
+        }
+    }
+
+    try runH2load(seconds: 2, log: folder.appendingPathComponent("warm-up.log"))
+    let serverTimes = ServerTimesWindow()
+    let failedCalls = FailedCallsWindow()
+    let before = (cpuNow(), childrenCPUSeconds())
+    await serverTimes.mark(method)
+    await failedCalls.mark(method)
+    let log = folder.appendingPathComponent("run.log")
+    try runH2load(seconds: seconds, log: log)
+    let after = (cpuNow(), childrenCPUSeconds())
+    await serverTimes.mark(method)
+    await failedCalls.mark(method)
+
+    // Each line: start time (µs since the epoch), HTTP status, time to the response's end (µs).
+    var latencies: [Int64] = []
+    var errors = 0
+    for line in try String(contentsOf: log, encoding: .utf8).split(separator: "\n") {
+        let fields = line.split(separator: "\t")
+        guard fields.count >= 3, let micros = Int64(fields[2]) else { continue }
+        if fields[1] != "200" { errors += 1 }
+        latencies.append(micros * 1000)
+    }
+    errors += failedCalls.count
+    printResult(
+        label: "week view, h2load", workload: .weekView, concurrency: concurrency, latencies: latencies,
+        errors: errors,
+        cpu: (after.0.service - before.0.service, after.0.postgres - before.0.postgres, after.1 - before.1),
+        server: serverTimes.window)
+}
+
+/// User plus system CPU seconds of this process's children that have ended (h2load after each run).
+func childrenCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_CHILDREN.rawValue, &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// Calls of a method the service counted with a status other than OK, at the start and the end of a measurement.
+final class FailedCallsWindow: Sendable {
+    private let readings = Mutex<[Double]>([])
+
+    func mark(_ method: MethodDescriptor) async {
+        guard let metricsPort, let reading = try? await ServiceMethodCounts.read(metricsPort: metricsPort, method: method)
+        else { return }
+        readings.withLock { $0.append(reading.failed) }
+    }
+
+    var count: Int {
+        readings.withLock { $0.count == 2 ? Int($0[1] - $0[0]) : 0 }
+    }
 }
 
 /// Issue #7's p99 goal at concurrency 32: the service answers a week view within 5 ms, a mark-done within 10 ms.
@@ -281,6 +379,9 @@ printRow([
 ])
 for concurrency in concurrencies {
     try await measure(.weekView, users: [seeded], concurrency: concurrency, label: "week view (5 years)")
+}
+for concurrency in concurrencies {
+    try await measureWeekViewWithH2load(user: seeded.user, concurrency: concurrency)
 }
 try await measure(.weekView, users: [fresh], concurrency: 1, label: "week view (no history)")
 for concurrency in concurrencies {

@@ -17,9 +17,7 @@ public struct HandlingTimeHistogram: Sendable {
 
     /// Reads the histogram of `method` from the service whose metrics endpoint listens on `metricsPort`.
     public static func read(metricsPort: Int, method: MethodDescriptor) async throws -> HandlingTimeHistogram {
-        let url = URL(string: "http://127.0.0.1:\(metricsPort)/metrics")!
-        let (body, _) = try await URLSession.shared.data(from: url)
-        return HandlingTimeHistogram(exposition: String(decoding: body, as: UTF8.self), method: method)
+        HandlingTimeHistogram(exposition: try await metricsExposition(port: metricsPort), method: method)
     }
 
     /// Parses the bucket lines of `method` out of a Prometheus text exposition (missing: an empty histogram).
@@ -73,4 +71,38 @@ public struct HandlingTimeHistogram: Sendable {
         guard count > 0, let bucket = buckets.first(where: { abs($0.upperBound - seconds) < 1e-9 }) else { return nil }
         return bucket.count / count
     }
+}
+
+/// How many calls of one method a service has completed, from its `habitflow_rpc_server_handled_total` counters.
+public struct ServiceMethodCounts: Sendable {
+    public var succeeded: Double = 0
+    /// Calls the client cancelled (h2load resets the streams still open when its duration ends).
+    public var cancelled: Double = 0
+    /// Calls that ended with any other status.
+    public var failed: Double = 0
+
+    public static func read(metricsPort: Int, method: MethodDescriptor) async throws -> ServiceMethodCounts {
+        ServiceMethodCounts(exposition: try await metricsExposition(port: metricsPort), method: method)
+    }
+
+    public init(exposition: String, method: MethodDescriptor) {
+        let prefix = #"habitflow_rpc_server_handled_total{service="\#(method.service)",method="\#(method.method)",code=""#
+        for line in exposition.split(separator: "\n") where line.hasPrefix(prefix) {
+            let rest = line.dropFirst(prefix.count)
+            guard let quote = rest.firstIndex(of: "\""), let space = rest.lastIndex(of: " "),
+                let count = Double(rest[rest.index(after: space)...])
+            else { continue }
+            switch rest[..<quote] {
+            case "OK": succeeded += count
+            case "CANCELLED": cancelled += count
+            default: failed += count
+            }
+        }
+    }
+}
+
+/// The text a service's `GET /metrics` answers (DESIGN.md section 5: its own HTTP/1.1 port on loopback).
+func metricsExposition(port: Int) async throws -> String {
+    let (body, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!)
+    return String(decoding: body, as: UTF8.self)
 }
