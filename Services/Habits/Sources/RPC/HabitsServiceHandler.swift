@@ -104,9 +104,12 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         var validator = RequestValidator()
         let id = validator.id(request.habitID, field: "habit_id")
         try validator.check()
-        let user = try await caller()
-        guard let habit = try await store.habit(user: user.id, id: id) else { throw HabitsErrors.habitNotFound(id) }
-        return habit.proto
+        // A habit found proves the user is known, so the user is prepared (created, or refused as deleted) only when
+        // there is none: one round trip for the common case.
+        let userID = try CallerIdentity.requireUser()
+        if let habit = try await store.habit(user: userID, id: id) { return habit.proto }
+        _ = try await caller()
+        throw HabitsErrors.habitNotFound(id)
     }
 
     func listHabits(
