@@ -53,6 +53,28 @@ struct CalendarTests {
         #expect(newYork.localDate(at: springForward.addingTimeInterval(60)) == LocalDate(year: 2026, month: 3, day: 9))
     }
 
+    @Test("the local date agrees with Foundation's calendar in odd zones, across DST changes, for two years")
+    func localDatesMatchFoundation() throws {
+        // Offsets of +14, -11, half and quarter hours, a 30-minute DST shift, and ordinary DST on both hemispheres.
+        let zones = [
+            "Pacific/Kiritimati", "Pacific/Pago_Pago", "America/St_Johns", "Asia/Kathmandu", "Australia/Lord_Howe",
+            "Europe/Berlin", "America/Santiago", "UTC",
+        ]
+        let start = try #require(ISO8601DateFormatter().date(from: "2026-01-01T00:00:00Z"))
+        for name in zones {
+            let zone = try #require(UserTimeZone(named: name))
+            var calendar = Calendar(identifier: .iso8601)
+            calendar.timeZone = try #require(TimeZone(identifier: name))
+            // Every 97 minutes for two years: each hour of the day in every zone, both sides of each transition.
+            for step in 0..<(2 * 365 * 24 * 60 / 97) {
+                let instant = start.addingTimeInterval(Double(step) * 97 * 60)
+                let components = calendar.dateComponents([.year, .month, .day], from: instant)
+                let expected = LocalDate(year: components.year ?? 0, month: components.month ?? 0, day: components.day ?? 0)
+                #expect(zone.localDate(at: instant) == expected, "\(name) at \(instant)")
+            }
+        }
+    }
+
     @Test("scores: \"X% (Y/Z habits)\", rounded half up; X/Y per habit")
     func scores() {
         #expect(WeeklyScore(met: 2, total: 3).display == "67% (2/3 habits)")
