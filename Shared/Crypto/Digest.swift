@@ -16,15 +16,33 @@ public enum SHA256 {
 
     /// HMAC-SHA-256 of `data` under `key`.
     public static func hmac(key: some Collection<UInt8>, data: some Collection<UInt8>) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        let key = Array(key)
-        Array(data).withUnsafeBufferPointer { input in
-            key.withUnsafeBufferPointer { key in
-                _ = HMAC(EVP_sha256(), key.baseAddress, Int32(key.count), input.baseAddress, input.count, &digest, &length)
+        HMACKey(key).authenticationCode(for: data)
+    }
+
+    /// An HMAC-SHA-256 key prepared once: each code then costs two hashes, without re-keying (for a key that signs
+    /// many messages, such as the internal credential's).
+    public struct HMACKey: Sendable {
+        private let state: habitflow_hmac_sha256_key
+
+        public init(_ key: some Collection<UInt8>) {
+            var state = habitflow_hmac_sha256_key()
+            Array(key).withUnsafeBufferPointer { key in
+                habitflow_hmac_sha256_key_init(&state, key.baseAddress, key.count)
             }
+            self.state = state
         }
-        return Array(digest.prefix(Int(length)))
+
+        public func authenticationCode(for data: some Collection<UInt8>) -> [UInt8] {
+            let code = { (input: UnsafeBufferPointer<UInt8>) -> [UInt8] in
+                [UInt8](unsafeUninitializedCapacity: SHA256.byteCount) { output, count in
+                    withUnsafePointer(to: state) { state in
+                        habitflow_hmac_sha256(state, input.baseAddress, input.count, output.baseAddress)
+                    }
+                    count = SHA256.byteCount
+                }
+            }
+            return data.withContiguousStorageIfAvailable(code) ?? Array(data).withUnsafeBufferPointer(code)
+        }
     }
 }
 

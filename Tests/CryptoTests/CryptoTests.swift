@@ -57,6 +57,28 @@ struct OpenSSLTests {
         #expect(
             hex(SHA256.hmac(key: Array("Jefe".utf8), data: Array("what do ya want for nothing?".utf8)))
                 == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        // RFC 4231 test case 6: a key longer than SHA-256's block is hashed first.
+        #expect(
+            hex(SHA256.hmac(
+                key: [UInt8](repeating: 0xAA, count: 131),
+                data: Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8)))
+                == "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")
+    }
+
+    @Test("a prepared HMAC key signs message after message like a fresh one")
+    func preparedHMACKey() {
+        let key = SHA256.HMACKey(Array("Jefe".utf8))
+        for _ in 0..<3 {
+            #expect(
+                hex(key.authenticationCode(for: Array("what do ya want for nothing?".utf8)))
+                    == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+            // RFC 4231 test case 1's data under test case 2's key, checked against the one-shot form.
+            #expect(key.authenticationCode(for: Array("Hi There".utf8))
+                == SHA256.hmac(key: Array("Jefe".utf8), data: Array("Hi There".utf8)))
+        }
+        #expect(hex(SHA256.HMACKey([UInt8](repeating: 0x0B, count: 20)).authenticationCode(for: Array("Hi There".utf8)))
+            == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
+        #expect(key.authenticationCode(for: []).count == SHA256.byteCount)
     }
 
     @Test("secure random bytes differ between calls and compare in constant time")

@@ -51,6 +51,36 @@ struct RPCClientTests {
         await server.shutdown()
     }
 
+    @Test("calls on one connection each end at their own deadline, a later shorter one first")
+    func deadlinesOfSeveralCalls() async throws {
+        let server = try await startServer()
+        let channel = try makeChannel(ports: [server.port])
+        try await channel.connect()
+        @Sendable func sleep(_ milliseconds: Int64, timeout: Duration) async -> (RPCStatusCode, Duration) {
+            let started = ContinuousClock.now
+            do {
+                let _: UnaryResponse<Google_Protobuf_Empty> = try await channel.unary(
+                    ProbeService.sleep, Google_Protobuf_Int64Value(milliseconds), options: CallOptions(timeout: timeout))
+                return (.ok, ContinuousClock.now - started)
+            } catch {
+                return ((error as? RPCError)?.code ?? .unknown, ContinuousClock.now - started)
+            }
+        }
+        async let long = sleep(10_000, timeout: .seconds(2))
+        try await Task.sleep(for: .milliseconds(100))
+        async let short = sleep(10_000, timeout: .milliseconds(200))
+        async let finishing = sleep(100, timeout: .seconds(10))
+        let (shortCode, shortTime) = await short
+        #expect(shortCode == .deadlineExceeded)
+        #expect(shortTime < .milliseconds(1500))
+        let (longCode, longTime) = await long
+        #expect(longCode == .deadlineExceeded)
+        #expect(longTime >= .milliseconds(1900) && longTime < .seconds(5))
+        #expect(await finishing.0 == .ok)
+        await channel.close()
+        await server.shutdown()
+    }
+
     @Test func cancellingTheTaskCancelsTheServerHandler() async throws {
         let probe = ServerProbe()
         let server = try await startServer(probe: probe)

@@ -137,13 +137,29 @@ struct RPCServerTests {
         try await withServer(probe: probe) { _, port in
             try await TestConnection.with(port: port) { connection in
                 let started = ContinuousClock.now
-                let stream = try await connection.startCall(
-                    path: "/test.Probe/Sleep", extraHeaders: [("x-user", "ada"), ("grpc-timeout", "200m")])
-                try await connection.send(try encoded(Google_Protobuf_Int64Value(60_000)), streamID: stream, end: true)
+                let stream = try await startMinuteLongSleep(on: connection, grpcTimeout: "200m")
                 let response = try await connection.response(streamID: stream)
                 #expect(response.status == RPCStatusCode.deadlineExceeded.rawValue)
                 #expect(ContinuousClock.now - started < .seconds(5))
                 #expect(await probe.waitFor("sleep cancelled"))
+            }
+        }
+    }
+
+    @Test("calls on one connection each end at their own grpc-timeout, a later shorter one first")
+    func deadlinesOfSeveralCalls() async throws {
+        try await withServer(probe: Probe()) { _, port in
+            try await TestConnection.with(port: port) { connection in
+                let started = ContinuousClock.now
+                let long = try await startMinuteLongSleep(on: connection, grpcTimeout: "2S")
+                let short = try await startMinuteLongSleep(on: connection, grpcTimeout: "200m")
+                let shortResponse = try await connection.response(streamID: short)
+                #expect(shortResponse.status == RPCStatusCode.deadlineExceeded.rawValue)
+                #expect(ContinuousClock.now - started < .milliseconds(1500))
+                let longResponse = try await connection.response(streamID: long)
+                #expect(longResponse.status == RPCStatusCode.deadlineExceeded.rawValue)
+                let elapsed = ContinuousClock.now - started
+                #expect(elapsed >= .milliseconds(1900) && elapsed < .seconds(5))
             }
         }
     }
@@ -248,4 +264,12 @@ struct RPCServerTests {
             }
         }
     }
+}
+
+/// A Sleep call of a minute with `grpc-timeout`, request sent and half-closed; returns its stream.
+private func startMinuteLongSleep(on connection: TestConnection, grpcTimeout: String) async throws -> Int32 {
+    let stream = try await connection.startCall(
+        path: "/test.Probe/Sleep", extraHeaders: [("x-user", "ada"), ("grpc-timeout", grpcTimeout)])
+    try await connection.send(try encoded(Google_Protobuf_Int64Value(60_000)), streamID: stream, end: true)
+    return stream
 }

@@ -152,7 +152,7 @@ public final class Gateway: ServiceProcess {
 
     // MARK: Pieces
 
-    /// One pooled channel per service, round-robin over its replicas, signing every call with the internal
+    /// One pooled channel per service, a connection per replica and event loop, round-robin over the replicas, signing every call with the internal
     /// credential. Connecting is bounded by the short connect timeout and retries are few and quick, so a service
     /// that is down answers `UNAVAILABLE` at once rather than after the client's deadline.
     private static func makeChannel(
@@ -160,6 +160,8 @@ public final class Gateway: ServiceProcess {
     ) throws -> RPCChannel {
         var channelConfiguration = RPCChannelConfiguration(targets: configuration.service.addresses(of: owner))
         channelConfiguration.connectTimeout = configuration.connectTimeout
+        // A forwarded call then goes out on the event loop of the client's connection: no thread hop either way.
+        channelConfiguration.connectionsPerTarget = RPCChannel.sharedGroupEventLoopCount
         channelConfiguration.backoff.maximum = .seconds(5)
         channelConfiguration.retry.maxAttempts = 3
         channelConfiguration.retry.maxBackoff = .milliseconds(200)

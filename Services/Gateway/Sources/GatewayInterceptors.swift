@@ -67,9 +67,11 @@ struct RequestLogInterceptor: ServerInterceptor {
         defer {
             let elapsed = ContinuousClock.now - start
             let milliseconds = Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15
+            // `.string` rather than interpolation: the strings are used as they are, not copied (once per call).
             var metadata: Logger.Metadata = [
-                "request_id": "\(info.requestID)", "client": "\(info.clientAddress)", "rpc": "\(context.method.path)",
-                "status": "\(code)", "duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
+                "request_id": .string(info.requestID), "client": .string(info.clientAddress),
+                "rpc": .string(context.method.path), "status": "\(code)",
+                "duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
             ]
             if let userID = info.user.userID { metadata["user_id"] = "\(userID)" }
             logger.info("call", metadata: metadata)

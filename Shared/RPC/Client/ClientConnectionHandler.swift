@@ -37,6 +37,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private var lastReadTime = NIODeadline.now()
     private var pingTimer: Scheduled<Void>?
     private var pingTimeoutTimer: Scheduled<Void>?
+    private var deadlineTimer = ConnectionDeadlineTimer()
     private static let keepalivePingPayload: UInt64 = 0x6866_636C_6B65_6570  // "hfclkeep"
 
     init(
@@ -133,7 +134,6 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         readyPromise.fail(RPCError(.unavailable, "the connection closed before HTTP/2 was set up"))
         for (_, stream) in streams where !stream.ended {
             stream.ended = true
-            stream.deadlineTimer?.cancel()
             stream.transport.fail(RPCError(.unavailable, "the connection to the server was lost"))
             stream.sendWaiter?.resume(throwing: RPCError(.unavailable, "the connection to the server was lost"))
             stream.sendWaiter = nil
@@ -141,6 +141,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         streams.removeAll()
         pingTimer?.cancel()
         pingTimeoutTimer?.cancel()
+        deadlineTimer.cancel()
         session?.close()
         session = nil
         context.fireChannelInactive()
@@ -163,7 +164,6 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             case .streamReset(let streamID, let errorCode):
                 if let stream = streams[streamID], !stream.ended {
                     stream.ended = true
-                    stream.deadlineTimer?.cancel()
                     let (error, processed) = Self.error(forReset: errorCode, deadline: stream.transport.request.deadline)
                     stream.transport.fail(error, processed: processed)
                     stream.failSendWaiter(error)
@@ -176,7 +176,6 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                     let (error, processed) = Self.error(forReset: errorCode, deadline: stream.transport.request.deadline)
                     stream.transport.fail(error, processed: processed)
                 }
-                stream.deadlineTimer?.cancel()
                 stream.failSendWaiter(RPCError(.cancelled, "the call has ended"))
                 streamsChanged()
             case .settings(acknowledgement: false):
@@ -295,7 +294,6 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     /// The call ended with a status from the server (or a malformed response).
     private func end(_ stream: ClientStream, _ outcome: AttemptEnd) {
         stream.ended = true
-        stream.deadlineTimer?.cancel()
         stream.transport.deliver(.end(outcome))
         stream.failSendWaiter(RPCError(.cancelled, "the call has ended"))
         // Still sending: tell the server to stop reading (the stream would otherwise stay half-open).
@@ -309,7 +307,6 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private func failStream(_ stream: ClientStream, _ error: RPCError) {
         guard !stream.ended else { return }
         stream.ended = true
-        stream.deadlineTimer?.cancel()
         stream.transport.fail(error)
         stream.failSendWaiter(error)
         if let streamID = stream.transport.streamID { session?.resetStream(streamID, errorCode: .cancel) }
@@ -377,12 +374,33 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             session.finishStream(streamID, trailers: nil)
         }
         if let remaining {
-            let bound = loopBound
-            stream.deadlineTimer = context.eventLoop.scheduleTask(in: TimeAmount(remaining)) {
-                bound.value.cancelStream(transport, error: RPCError(.deadlineExceeded, "deadline exceeded"))
-            }
+            let deadline = NIODeadline.now() + TimeAmount(remaining)
+            stream.timerDeadline = deadline
+            armDeadlineTimer(by: deadline, on: context.eventLoop)
         }
         scheduleFlush()
+    }
+
+    private func armDeadlineTimer(by deadline: NIODeadline, on eventLoop: any EventLoop) {
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        deadlineTimer.fire(by: deadline, on: eventLoop) { bound.value.deadlineTimerFired() }
+    }
+
+    /// Cancels the calls past their deadline, then waits for the earliest deadline left.
+    private func deadlineTimerFired() {
+        deadlineTimer.fired()
+        guard let context else { return }
+        let now = NIODeadline.now()
+        var next: NIODeadline?
+        for stream in Array(streams.values) {
+            guard let deadline = stream.timerDeadline, !stream.ended else { continue }
+            if deadline <= now {
+                failStream(stream, RPCError(.deadlineExceeded, "deadline exceeded"))
+            } else {
+                next = min(next ?? deadline, deadline)
+            }
+        }
+        if let next { armDeadlineTimer(by: next, on: context.eventLoop) }
     }
 
     /// Pseudo-headers and the fields the runtime sets itself are not taken from call metadata.
@@ -540,7 +558,8 @@ final class ClientStream {
     /// Received bytes whose flow-control credit is held back (back-pressure).
     var withheldBytes = 0
     var sendWaiter: UnsafeContinuation<Void, any Error>?
-    var deadlineTimer: Scheduled<Void>?
+    /// When the attempt's deadline passes (the connection's ``ConnectionDeadlineTimer`` cancels it then).
+    var timerDeadline: NIODeadline?
 
     init(transport: ClientStreamTransport, maxReceiveMessageSize: Int) {
         self.transport = transport

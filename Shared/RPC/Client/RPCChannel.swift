@@ -38,13 +38,20 @@ public final class RPCChannel: RPCClientTransport {
         precondition(configuration.connectionsPerTarget >= 1, "connectionsPerTarget must be at least 1")
         let tlsContext = try configuration.tls.map { try TLSContext(configuration: $0) }
         let keepaliveInterval = KeepaliveInterval(configuration.keepalive?.interval ?? .seconds(5 * 60))
+        // The connections of one target go to distinct loops (as far as there are loops), so that with one per loop
+        // every caller on a loop finds one there (see `sameTargetOnCurrentEventLoop`); channels start at the group's
+        // next loop, so single-connection channels still spread over the loops.
+        let loops = Array(group.makeIterator())
+        let first = group.next()
+        let offset = loops.firstIndex { $0 === first } ?? 0
         var subchannels: [Subchannel] = []
-        for _ in 0..<configuration.connectionsPerTarget {
-            for target in configuration.targets {
+        for connection in 0..<configuration.connectionsPerTarget {
+            for (index, target) in configuration.targets.enumerated() {
+                let eventLoop = loops.isEmpty ? group.next() : loops[(offset + index + connection) % loops.count]
                 subchannels.append(
                     Subchannel(
                         target: target, configuration: configuration, tlsContext: tlsContext,
-                        keepaliveInterval: keepaliveInterval, eventLoop: group.next(), logger: logger))
+                        keepaliveInterval: keepaliveInterval, eventLoop: eventLoop, logger: logger))
             }
         }
         self.configuration = configuration
@@ -121,6 +128,13 @@ public final class RPCChannel: RPCClientTransport {
 }
 
 extension RPCChannel {
+    /// How many event loops the shared group (the default of channels and servers) has, one per core. As
+    /// ``RPCChannelConfiguration/connectionsPerTarget`` it gives each loop its own connection to every target, so
+    /// that server handlers calling through the channel never change threads.
+    public static var sharedGroupEventLoopCount: Int {
+        Array(MultiThreadedEventLoopGroup.singleton.makeIterator()).count
+    }
+
     /// When the caller runs on an event loop (a server handler, or a task preferring an ``EventLoopTaskExecutor``) and
     /// the picked connection lives on another, a ready connection to the same target on the caller's loop instead: the
     /// call then starts and completes without a thread hop. Same target, so the balance across replicas is unchanged.

@@ -25,8 +25,11 @@ public struct RPCChannelConfiguration: Sendable {
     /// HTTP/2 settings and receive windows (large by default, so big messages flow).
     public var http2: HTTP2Configuration
 
-    /// Connections opened to each target. More than one spreads load over several event loops (and server
-    /// connections); calls are distributed round-robin over all ready connections.
+    /// Connections opened to each target, each on its own event loop while there are loops. More than one spreads
+    /// load over several event loops (and server connections); calls are distributed round-robin over all ready
+    /// connections, except that a caller running on an event loop (a server handler) uses the connection to the
+    /// picked target on its own loop when there is one. One per loop of the channel's group therefore keeps calls made
+    /// from server handlers (a gateway forwarding) on one thread.
     public var connectionsPerTarget = 1
 
     /// How long opening a connection (TCP, TLS, the server's SETTINGS) may take.

@@ -26,3 +26,35 @@ public final class EventLoopTaskExecutor: TaskExecutor {
         }
     }
 }
+
+/// The deadline timer of a connection: one timer for all its calls, armed for the earliest deadline and re-armed by
+/// the owner when it fires. Scheduling and cancelling a timer per call was about 3% of a forwarded call in the
+/// gateway's profile; with this a call costs a comparison. Event loop only, like the connection handler owning it.
+package struct ConnectionDeadlineTimer {
+    private var scheduled: Scheduled<Void>?
+    private var firesAt: NIODeadline?
+
+    package init() {}
+
+    /// Makes the timer fire no later than `deadline`, when `expire` runs on `eventLoop`: it must call ``fired()``,
+    /// end the calls past their deadline and call this again with the earliest deadline left.
+    package mutating func fire(
+        by deadline: NIODeadline, on eventLoop: any EventLoop, _ expire: @escaping @Sendable () -> Void
+    ) {
+        if let firesAt, firesAt <= deadline { return }
+        scheduled?.cancel()
+        firesAt = deadline
+        scheduled = eventLoop.scheduleTask(deadline: deadline, expire)
+    }
+
+    /// The timer went off: nothing is scheduled any more.
+    package mutating func fired() {
+        scheduled = nil
+        firesAt = nil
+    }
+
+    package mutating func cancel() {
+        scheduled?.cancel()
+        fired()
+    }
+}

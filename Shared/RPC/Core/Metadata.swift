@@ -93,7 +93,10 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
 
 /// Keys are compared lower-case; most callers already pass lower-case keys, which then cost no allocation.
 private func normalized(_ key: String) -> String {
-    key.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") } ? key.lowercased() : key
+    let isUppercase = { (byte: UInt8) in byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") }
+    // Over the contiguous bytes when the string has them (native strings do): every metadata lookup comes here.
+    let hasUppercase = key.utf8.withContiguousStorageIfAvailable { $0.contains(where: isUppercase) }
+    return (hasUppercase ?? key.utf8.contains(where: isUppercase)) ? key.lowercased() : key
 }
 
 extension Metadata {

@@ -43,6 +43,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     /// When the last call ended (or the connection opened): the idle timeout counts from here.
     private var idleSince = NIODeadline.now()
     private var ageTimer: Scheduled<Void>?
+    private var deadlineTimer = ConnectionDeadlineTimer()
 
     private enum Phase {
         case active
@@ -166,6 +167,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         for (_, stream) in streams { stream.abandon(error: CancellationError()) }
         streams.removeAll()
         for timer in [pingTimer, pingTimeoutTimer, idleTimer, ageTimer] { timer?.cancel() }
+        deadlineTimer.cancel()
         session?.close()
         session = nil
         context.fireChannelInactive()
@@ -221,7 +223,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     // MARK: Calls
 
     private func startCall(streamID: Int32, fields: [HTTP2HeaderField], endStream: Bool) {
-        guard let context else { return }
+        guard context != nil else { return }
         let head = ServerRequestHead(fields)
 
         guard head.method == "POST" else {
@@ -273,10 +275,9 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             guard timeout > .zero else {
                 return failCall(stream, RPCError(.deadlineExceeded, "deadline exceeded before the call started"))
             }
-            let bound = loopBound
-            stream.deadlineTimer = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
-                bound.value.deadlineExpired(streamID: streamID)
-            }
+            let deadline = NIODeadline.now() + TimeAmount(timeout)
+            stream.timerDeadline = deadline
+            armDeadlineTimer(by: deadline)
         }
 
         pendingHandlerStarts.append((stream, method))
@@ -503,9 +504,26 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    private func deadlineExpired(streamID: Int32) {
-        guard let stream = streams[streamID], !stream.statusSent else { return }
-        failCall(stream, RPCError(.deadlineExceeded, "deadline exceeded"))
+    private func armDeadlineTimer(by deadline: NIODeadline) {
+        guard let context else { return }
+        let bound = loopBound
+        deadlineTimer.fire(by: deadline, on: context.eventLoop) { bound.value.deadlineTimerFired() }
+    }
+
+    /// Ends the calls past their deadline, then waits for the earliest deadline left.
+    private func deadlineTimerFired() {
+        deadlineTimer.fired()
+        let now = NIODeadline.now()
+        var next: NIODeadline?
+        for stream in Array(streams.values) {
+            guard let deadline = stream.timerDeadline, !stream.statusSent else { continue }
+            if deadline <= now {
+                failCall(stream, RPCError(.deadlineExceeded, "deadline exceeded"))
+            } else {
+                next = min(next ?? deadline, deadline)
+            }
+        }
+        if let next { armDeadlineTimer(by: next) }
     }
 
     /// Ends a call from the runtime's side: status out, handler cancelled, the client told to stop sending.
@@ -523,7 +541,6 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     ) {
         guard let session else { return }
         stream.statusSent = true
-        stream.deadlineTimer?.cancel()
         var trailers = stream.context.trailers
         trailers.add(contentsOf: extraTrailers)
         let status = statusFields(
@@ -754,7 +771,8 @@ final class ServerStream {
     var task: Task<Void, Never>?
     /// The handler returned or threw (possibly before `task` was even assigned, when it never suspended).
     var handlerFinished = false
-    var deadlineTimer: Scheduled<Void>?
+    /// When the call's deadline passes (the connection's ``ConnectionDeadlineTimer`` ends it then).
+    var timerDeadline: NIODeadline?
     var headersSent = false
     var statusSent = false
     var requestsEnded = false
@@ -777,7 +795,6 @@ final class ServerStream {
 
     /// Stops everything running for the call: the handler is cancelled and its reads and writes fail.
     func abandon(error: any Error) {
-        deadlineTimer?.cancel()
         task?.cancel()
         task = nil
         transport.failRequests(error)

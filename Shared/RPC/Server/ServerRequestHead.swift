@@ -41,7 +41,14 @@ struct ServerRequestHead {
     /// Whether the client lists gzip among the encodings it accepts for responses.
     var acceptsGzip: Bool {
         guard let acceptEncoding else { return false }
-        return acceptEncoding.split(separator: ",").contains { $0.trimmingCharacters() == "gzip" }
+        // Scanned in place, without an array of parts: every call asks.
+        var start = acceptEncoding.startIndex
+        while true {
+            let end = acceptEncoding[start...].firstIndex(of: ",") ?? acceptEncoding.endIndex
+            if acceptEncoding[start..<end].trimmingCharacters() == "gzip" { return true }
+            guard end < acceptEncoding.endIndex else { return false }
+            start = acceptEncoding.index(after: end)
+        }
     }
 }
 
