@@ -414,6 +414,7 @@ let package = Package(
         .executableTarget(
             name: "gateway-benchmark",
             dependencies: [
+                "HabitFlowBenchmarkSupport",
                 "HabitFlowHabitsProtos",
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",

@@ -5,6 +5,7 @@
 // gateway-benchmark --gateway HOST:PORT --habits HOST:PORT --secret SECRET [--concurrency 32] [--seconds 10] [--rounds 3]
 //                   [--gateway-pid PID] [--habits-pid PID]   (with pids: each process's CPU time per call, from /proc)
 import Foundation
+import HabitFlowBenchmarkSupport
 import HabitFlowHabitsProtos
 import HabitFlowRPC
 import HabitFlowRPCClient
@@ -63,14 +64,9 @@ func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
     return sorted[rank - 1]
 }
 
-/// User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15, in clock ticks of 1/100 s).
+/// CPU seconds of a process so far; `nil` without a pid.
 func cpuSeconds(_ pid: Int?) -> Double? {
-    guard let pid, let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-        let end = stat.lastIndex(of: ")")
-    else { return nil }
-    let fields = stat[stat.index(after: end)...].split(separator: " ")
-    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-    return (user + system) / 100
+    pid.map { ProcessCPU.seconds(Int32($0)) }
 }
 
 func microseconds(_ duration: Duration) -> Double {
