@@ -20,6 +20,8 @@ internal import HabitFlowCrypto
 ///   two at once).
 final class LibPQConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
+    /// The poller that collects this connection's non-blocking answers, for the connection's whole life.
+    let poller = PostgresPollers.shared.pollerForNewConnection()
     /// Prepared statements by SQL text; one SQL text can be prepared with different parameter types.
     private var preparedStatements: [String: [PreparedStatement]] = [:]
     private var preparedStatementCount = 0

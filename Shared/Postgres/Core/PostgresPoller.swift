@@ -1,49 +1,93 @@
 internal import CLibPQ
 internal import Foundation
+internal import NIOCore
 internal import Synchronization
 
 #if canImport(Glibc)
 @preconcurrency internal import Glibc
 #endif
 
-/// One thread that waits, with epoll, for the answers of every statement sent with libpq's non-blocking API, and
-/// resumes each waiting task when its answer is complete. It is also a `TaskExecutor`: a task that prefers it
-/// (``PostgresPool/taskExecutor``) continues on this thread right after its answer is read, and sends its next
-/// statement from here too, so a statement costs no thread wake-up at all.
+/// The poller threads that every pool shares, and the `TaskExecutor` that runs tasks on them
+/// (``PostgresPool/taskExecutor``).
+///
+/// Each ``PostgresPoller`` has its own thread, epoll set and job queue; a connection is bound to one of them for its
+/// whole life (round robin as connections open), so its answers are always read by the same thread. As an executor,
+/// the group runs a job on the poller whose thread enqueues it: a task resumed by a poller after its answer was read
+/// continues right there, and sends its next statement from there, with no thread wake-up. A task thereby follows
+/// its connections: it runs on the poller that read its last answer. Jobs enqueued from any other thread (a task's
+/// start, the end of blocking work on a pool's threads) go to the pollers round robin.
+///
+/// Why several: one thread sending and collecting for 32 connections left backends waiting between its turns
+/// (Benchmarks/postgres.sh at concurrency 32: 0.61 of pgbench's select rate with 0.4 of a core idle), where pgbench's
+/// two threads each drive 16. One poller per core (at least two) lets the pollers work in parallel.
+final class PostgresPollers: TaskExecutor, Sendable {
+    /// All pools share the pollers; their threads live as long as the process, like SwiftNIO's singleton loops.
+    static let shared = PostgresPollers(count: max(2, System.coreCount))
+
+    let pollers: [PostgresPoller]
+    private let nextConnectionPoller = Atomic<Int>(0)
+    private let nextJobPoller = Atomic<Int>(0)
+
+    private init(count: Int) {
+        pollers = (0..<count).map { PostgresPoller(index: $0) }
+        for poller in pollers { poller.start(runningJobsFor: self) }
+    }
+
+    /// The poller a new connection is bound to: round robin, so each poller drives an equal share of the connections.
+    func pollerForNewConnection() -> PostgresPoller {
+        pollers[nextConnectionPoller.wrappingAdd(1, ordering: .relaxed).oldValue % pollers.count]
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        // Usually a poller resuming a task whose answer it just read: it stays on that poller.
+        for poller in pollers where poller.isCurrentThread {
+            poller.enqueue(job)
+            return
+        }
+        pollers[nextJobPoller.wrappingAdd(1, ordering: .relaxed).oldValue % pollers.count].enqueue(job)
+    }
+}
+
+/// One thread that waits, with epoll, for the answers of the statements its connections sent with libpq's
+/// non-blocking API, and resumes each waiting task when its answer is complete; between two waits it runs the jobs of
+/// the tasks that prefer ``PostgresPollers`` and were resumed here (they send their next statements before the
+/// thread blocks again), so all ready answers are collected and all ready statements sent per turn.
 ///
 /// Why: a thread blocked in `PQexecPrepared` per connection costs two thread wake-ups per statement (hand the work to
 /// the thread, hand the result back) and, at 32 connections on 2 cores, constant context switching. Here the caller
-/// sends on its own thread and this one thread collects answers for all connections, usually several per wake-up —
-/// the way pgbench drives its connections. A task without a preference still pays one wake-up per statement (its
-/// continuation goes to the global executor); Benchmarks/postgres.sh measured that hand-off at about half of the
-/// client's CPU per statement.
+/// sends on its own thread and the poller collects answers for all of its connections, usually several per wake-up —
+/// the way pgbench drives its connections. A task without a preference for ``PostgresPollers`` still pays one
+/// wake-up per statement (its continuation goes to its own executor).
 ///
 /// - Important: only non-blocking work runs on this thread. Blocking libpq calls go to the pool's threads, whatever
 ///   executor the calling task prefers.
-final class PostgresPoller: TaskExecutor, Sendable {
-    /// All pools share one poller; its thread lives as long as the process, like SwiftNIO's singleton loops.
-    static let shared = PostgresPoller()
-
+final class PostgresPoller: Sendable {
     private struct Waiter {
         var connection: LibPQConnection
         var continuation: UnsafeContinuation<PostgresRows, any Error>
     }
 
-    /// Jobs of tasks that prefer this executor, run between two epoll waits.
+    /// Jobs of tasks that prefer the pollers, run between two epoll waits.
     private struct JobQueue {
         var jobs: [UnownedJob] = []
         /// The thread is (about to be) blocked in `epoll_wait`: an enqueue from another thread must wake it.
         var sleeping = false
     }
 
+    /// Its place among ``PostgresPollers/pollers``, in the thread's name.
+    let index: Int
     private let epoll: Int32
     /// An eventfd in the epoll set: written to wake the thread for jobs enqueued from other threads.
     private let wakeUp: Int32
     /// Waiting statements by socket. A socket has at most one: a connection runs one statement at a time.
     private let waiters = Mutex<[Int32: Waiter]>([:])
     private let queue = Mutex(JobQueue())
+    /// The thread's `pthread_self()`, 0 until it runs: tells whether a caller runs on this poller's thread.
+    private let threadID = Atomic<UInt>(0)
 
-    private init() {
+    fileprivate init(index: Int) {
+        self.index = index
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         precondition(epoll >= 0, "epoll_create1 failed: errno \(errno)")
         wakeUp = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
@@ -52,19 +96,26 @@ final class PostgresPoller: TaskExecutor, Sendable {
         event.events = EPOLLIN.rawValue
         event.data.fd = wakeUp
         precondition(epoll_ctl(epoll, EPOLL_CTL_ADD, wakeUp, &event) == 0, "epoll_ctl failed: errno \(errno)")
+    }
+
+    fileprivate func start(runningJobsFor executor: PostgresPollers) {
         let thread = Thread { [self] in
-            _ = habitflow_name_current_thread(Self.threadName)
-            run()
+            threadID.store(UInt(pthread_self()), ordering: .relaxed)
+            _ = habitflow_name_current_thread(Self.threadNamePrefix + String(index))
+            run(jobsOf: executor)
         }
         thread.start()
     }
 
-    /// The thread's name as the system shows it (`/proc/PID/task/TID/comm`; at most 15 characters).
-    static let threadName = "hf-pg-poller"
+    /// The threads' names as the system shows them (`/proc/PID/task/TID/comm`; at most 15 characters): this prefix
+    /// and the poller's index.
+    static let threadNamePrefix = "hf-pg-poller-"
 
-    /// Sends `query` on `connection` and waits for its rows; `nil` when the statement is not prepared on the
-    /// connection yet (the caller then runs it the blocking way). Not cancellable once sent, like a blocking call:
-    /// the connection must finish the statement before anyone else uses it.
+    var isCurrentThread: Bool { threadID.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+    /// Sends `query` on `connection`, which must be bound to this poller, and waits for its rows; `nil` when the
+    /// statement is not prepared on the connection yet (the caller then runs it the blocking way). Not cancellable
+    /// once sent, like a blocking call: the connection must finish the statement before anyone else uses it.
     func run(_ query: PostgresQuery, on connection: LibPQConnection) async throws -> PostgresRows? {
         guard let progress = try connection.sendPrepared(query) else { return nil }
         return try await withUnsafeThrowingContinuation { continuation in
@@ -74,10 +125,7 @@ final class PostgresPoller: TaskExecutor, Sendable {
         }
     }
 
-    // MARK: - TaskExecutor
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
+    fileprivate func enqueue(_ job: UnownedJob) {
         let mustWake = queue.withLock { queue in
             queue.jobs.append(job)
             defer { queue.sleeping = false }
@@ -106,7 +154,8 @@ final class PostgresPoller: TaskExecutor, Sendable {
         }
     }
 
-    private func run() {
+    private func run(jobsOf executor: PostgresPollers) {
+        let executor = executor.asUnownedTaskExecutor()
         var events = [epoll_event](repeating: epoll_event(), count: 64)
         var jobs: [UnownedJob] = []
         while true {
@@ -131,7 +180,7 @@ final class PostgresPoller: TaskExecutor, Sendable {
                 }
             }
             queue.withLock { swap(&jobs, &$0.jobs) }
-            for job in jobs { job.runSynchronously(on: asUnownedTaskExecutor()) }
+            for job in jobs { job.runSynchronously(on: executor) }
             jobs.removeAll(keepingCapacity: true)
         }
     }

@@ -77,7 +77,7 @@ public final class PostgresPool: PostgresQueryable, Sendable {
     /// - Important: code running there must not block (no blocking I/O, locks held for long, or heavy computation):
     ///   it delays every pool's answers. The pool's own blocking work (connecting, preparing, scripts) still runs on
     ///   the pool's threads.
-    public var taskExecutor: any TaskExecutor { PostgresPoller.shared }
+    public var taskExecutor: any TaskExecutor { PostgresPollers.shared }
 
     // MARK: - Leasing connections
 
@@ -268,7 +268,7 @@ public final class PostgresPool: PostgresQueryable, Sendable {
     func run(_ query: PostgresQuery, on connection: LibPQConnection) async throws -> PostgresRows {
         let ping = configuration.pingIdleConnectionsAfter
         if connection.isReadyWithoutBlocking(pingAfter: ping),
-            let rows = try await PostgresPoller.shared.run(query, on: connection)
+            let rows = try await connection.poller.run(query, on: connection)
         {
             return rows
         }
