@@ -66,6 +66,24 @@ final class PostgresPoller: Sendable {
     private struct Waiter {
         var connection: LibPQConnection
         var continuation: UnsafeContinuation<PostgresRows, any Error>
+        /// Part of the request is still in libpq's buffer: flush before reading.
+        var needsFlush: Bool
+    }
+
+    /// Where the statement on a socket is.
+    private enum Statement {
+        /// A thread is sending it or reading its answer. Readiness reported meanwhile is remembered in `readyAgain`,
+        /// for that thread to read once more: edge-triggered epoll reports it only once.
+        case busy(readyAgain: Bool)
+        /// Sent; the next readiness event hands the waiter to the poller thread.
+        case waiting(Waiter)
+    }
+
+    private struct Sockets {
+        var statements: [Int32: Statement] = [:]
+        /// Registered sockets that became readable with no statement running (the server hung up, or sent a notice)
+        /// or whose last statement failed: the next lease checks them (``LibPQConnection/isReadyWithoutBlocking``).
+        var toCheck: Set<Int32> = []
     }
 
     /// Jobs of tasks that prefer the pollers, run between two epoll waits.
@@ -80,8 +98,7 @@ final class PostgresPoller: Sendable {
     private let epoll: Int32
     /// An eventfd in the epoll set: written to wake the thread for jobs enqueued from other threads.
     private let wakeUp: Int32
-    /// Waiting statements by socket. A socket has at most one: a connection runs one statement at a time.
-    private let waiters = Mutex<[Int32: Waiter]>([:])
+    private let sockets = Mutex(Sockets())
     private let queue = Mutex(JobQueue())
     /// The thread's `pthread_self()`, 0 until it runs: tells whether a caller runs on this poller's thread.
     private let threadID = Atomic<UInt>(0)
@@ -117,12 +134,36 @@ final class PostgresPoller: Sendable {
     /// statement is not prepared on the connection yet (the caller then runs it the blocking way). Not cancellable
     /// once sent, like a blocking call: the connection must finish the statement before anyone else uses it.
     func run(_ query: PostgresQuery, on connection: LibPQConnection) async throws -> PostgresRows? {
-        guard let progress = try connection.sendPrepared(query) else { return nil }
-        return try await withUnsafeThrowingContinuation { continuation in
-            let socket = connection.socket
-            waiters.withLock { $0[socket] = Waiter(connection: connection, continuation: continuation) }
-            watch(socket, writable: progress == .needsFlush)
+        let socket = connection.socket
+        // Busy before anything can report the socket ready, so no readiness is taken for an idle socket's; a mark
+        // made since the lease's check (the server hung up just now) makes the answer be read at once.
+        sockets.withLock { sockets in
+            sockets.statements[socket] = .busy(readyAgain: sockets.toCheck.remove(socket) != nil)
         }
+        let progress: LibPQConnection.SendProgress?
+        do {
+            try register(connection, socket: socket)
+            progress = try connection.sendPrepared(query)
+        } catch {
+            endStatement(on: socket, failed: true)
+            throw error
+        }
+        guard let progress else {
+            endStatement(on: socket, failed: false)
+            return nil
+        }
+        return try await withUnsafeThrowingContinuation { continuation in
+            let waiter = Waiter(connection: connection, continuation: continuation, needsFlush: progress == .needsFlush)
+            wait(waiter, on: socket)
+        }
+    }
+
+    /// Whether the connection's socket must be looked at before its next lease: it is not registered here yet (it is
+    /// new, or `PQreset` replaced it), it became readable while idle, or its last statement failed. Clears the mark.
+    func mustCheckBeforeUse(_ connection: LibPQConnection) -> Bool {
+        let socket = connection.socket
+        guard connection.registeredSocket == socket else { return true }
+        return sockets.withLock { $0.toCheck.remove(socket) != nil }
     }
 
     fileprivate func enqueue(_ job: UnownedJob) {
@@ -139,20 +180,98 @@ final class PostgresPoller: Sendable {
         }
     }
 
-    // MARK: - The thread
+    // MARK: - Sockets
 
-    /// Arms the socket for one readiness event (EPOLLONESHOT: the next wait needs a new arming, so a socket is never
-    /// reported while nobody waits on it).
-    private func watch(_ socket: Int32, writable: Bool) {
+    /// Adds the connection's socket to the epoll set once, edge-triggered, for its whole life: no system call per
+    /// statement to re-arm it. A socket that `PQreset` replaced (even under the same number) is added anew.
+    private func register(_ connection: LibPQConnection, socket: Int32) throws(PostgresError) {
+        guard connection.registeredSocket != socket else { return }
+        // A mark left by a closed socket that had this number.
+        sockets.withLock { _ = $0.toCheck.remove(socket) }
         var event = epoll_event()
-        event.events = EPOLLIN.rawValue | EPOLLONESHOT.rawValue | (writable ? EPOLLOUT.rawValue : 0)
+        event.events = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLET.rawValue
         event.data.fd = socket
-        // Registered once per socket, re-armed afterwards; a new socket (after PQreset) gets added.
-        if epoll_ctl(epoll, EPOLL_CTL_MOD, socket, &event) != 0 {
-            if errno == ENOENT, epoll_ctl(epoll, EPOLL_CTL_ADD, socket, &event) == 0 { return }
-            finish(socket, with: .failure(PostgresError(kind: .connectionLost, message: "cannot watch the socket: errno \(errno)")))
+        guard epoll_ctl(epoll, EPOLL_CTL_ADD, socket, &event) == 0 || errno == EEXIST else {
+            throw PostgresError(kind: .connectionLost, message: "cannot watch the socket: errno \(errno)")
+        }
+        connection.registeredSocket = socket
+    }
+
+    /// After a send or an incomplete read: reads again at once if the socket was reported ready meanwhile, else
+    /// leaves the waiter for the next readiness event.
+    private func wait(_ waiter: Waiter, on socket: Int32) {
+        let readAgain = sockets.withLock { sockets in
+            if case .busy(readyAgain: true) = sockets.statements[socket] {
+                sockets.statements[socket] = .busy(readyAgain: false)
+                return true
+            }
+            sockets.statements[socket] = .waiting(waiter)
+            return false
+        }
+        if readAgain { collect(waiter, on: socket) }
+    }
+
+    /// A readiness event of a registered socket (on the poller thread).
+    private func ready(_ socket: Int32) {
+        let waiter = sockets.withLock { sockets -> Waiter? in
+            switch sockets.statements[socket] {
+            case .waiting(let waiter):
+                sockets.statements[socket] = .busy(readyAgain: false)
+                return waiter
+            case .busy:
+                sockets.statements[socket] = .busy(readyAgain: true)
+                return nil
+            case nil:
+                sockets.toCheck.insert(socket)
+                return nil
+            }
+        }
+        if let waiter { collect(waiter, on: socket) }
+    }
+
+    /// Flushes and reads what the socket has, by the one thread that moved the statement to `busy`; resumes the
+    /// waiting task once the answer is complete.
+    private func collect(_ waiter: Waiter, on socket: Int32) {
+        var waiter = waiter
+        while true {
+            let rows: PostgresRows?
+            do {
+                if waiter.needsFlush, try waiter.connection.flush() == .needsFlush {
+                    rows = nil
+                } else {
+                    waiter.needsFlush = false
+                    rows = try waiter.connection.receiveResult()
+                }
+            } catch {
+                endStatement(on: socket, failed: true)
+                waiter.continuation.resume(throwing: error)
+                return
+            }
+            if let rows {
+                endStatement(on: socket, failed: false)
+                waiter.continuation.resume(returning: rows)
+                return
+            }
+            // libpq reads once per call: data it left in the socket would get no new edge-triggered event.
+            if waiter.needsFlush || !waiter.connection.waitForInput(timeoutMilliseconds: 0) {
+                wait(waiter, on: socket)
+                return
+            }
         }
     }
+
+    private func endStatement(on socket: Int32, failed: Bool) {
+        sockets.withLock { sockets in
+            // Readiness after the answer's end (or after a failure) is for the next lease to look at.
+            if case .busy(readyAgain: true) = sockets.statements.removeValue(forKey: socket) {
+                sockets.toCheck.insert(socket)
+            } else if failed {
+                sockets.toCheck.insert(socket)
+            }
+        }
+    }
+
+    // MARK: - The thread
 
     private func run(jobsOf executor: PostgresPollers) {
         let executor = executor.asUnownedTaskExecutor()
@@ -176,34 +295,14 @@ final class PostgresPoller: Sendable {
                     var value: UInt64 = 0
                     _ = read(wakeUp, &value, MemoryLayout<UInt64>.size)
                 } else {
-                    handle(socket, writable: events[index].events & EPOLLOUT.rawValue != 0)
+                    ready(socket)
                 }
             }
+            // The jobs of the tasks resumed above, and of any enqueued meanwhile: they send their next statements
+            // before the thread waits again.
             queue.withLock { swap(&jobs, &$0.jobs) }
             for job in jobs { job.runSynchronously(on: executor) }
             jobs.removeAll(keepingCapacity: true)
         }
-    }
-
-    private func handle(_ socket: Int32, writable: Bool) {
-        guard let connection = waiters.withLock({ $0[socket]?.connection }) else { return }
-        do {
-            if writable, try connection.flush() == .needsFlush {
-                watch(socket, writable: true)
-                return
-            }
-            if let rows = try connection.receiveResult() {
-                finish(socket, with: .success(rows))
-            } else {
-                watch(socket, writable: false)
-            }
-        } catch {
-            finish(socket, with: .failure(error))
-        }
-    }
-
-    private func finish(_ socket: Int32, with result: Result<PostgresRows, any Error>) {
-        guard let waiter = waiters.withLock({ $0.removeValue(forKey: socket) }) else { return }
-        waiter.continuation.resume(with: result)
     }
 }
