@@ -60,6 +60,14 @@ final class PostgresPollers: TaskExecutor, Sendable {
 /// the way pgbench drives its connections. A task without a preference for ``PostgresPollers`` still pays one
 /// wake-up per statement (its continuation goes to its own executor).
 ///
+/// A connection's socket joins the epoll set on its first non-blocking statement and stays there, edge-triggered,
+/// until the socket closes (`PQreset` or the connection's end): a statement costs its send and its read, and no
+/// `epoll_ctl` to re-arm (EPOLLONESHOT did, one more system call per statement). Edge-triggered readiness is reported
+/// once, so the state of each socket's statement (`Statement`) decides who reads: the poller when the task waits,
+/// or the thread still sending or reading when the event comes meanwhile (it reads once more). Readiness with no
+/// statement running (the server hung up, or sent a notice, while the connection sat idle) marks the socket, and only
+/// a marked socket costs the next lease a `poll` (``LibPQConnection/isReadyWithoutBlocking(pingAfter:)``).
+///
 /// - Important: only non-blocking work runs on this thread. Blocking libpq calls go to the pool's threads, whatever
 ///   executor the calling task prefers.
 final class PostgresPoller: Sendable {
