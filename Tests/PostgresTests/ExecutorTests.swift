@@ -75,6 +75,27 @@ extension PostgresIntegrationTests {
             }
         }
 
+        @Test("requests and answers larger than one write or read go through whole on the pollers")
+        func largeRequestsAndAnswers() async throws {
+            try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 2) { pool in
+                try await Task(executorPreference: pool.taskExecutor) {
+                    let large = String(repeating: "habit ", count: 1_000_000)
+                    // The first run of each statement prepares it the blocking way; the later ones take the pollers.
+                    for _ in 0..<3 {
+                        // Megabytes to send: the socket takes them in parts, flushed as it drains.
+                        #expect(try await pool.queryRow("SELECT length(\(large))")?.decode(0, as: Int32.self) == 6_000_000)
+                        // Megabytes and thousands of rows to read: libpq reads them in many parts.
+                        let text = try await pool.queryRow("SELECT repeat(\("x"), \(Int32(3_000_000)))")?
+                            .decode(0, as: String.self)
+                        #expect(text?.utf8.count == 3_000_000)
+                        let rows = try await pool.query("SELECT n, md5(n::text) FROM generate_series(1, \(Int32(20_000))) AS n")
+                        #expect(rows.count == 20_000)
+                        #expect(try rows.last?.decode(0, as: Int32.self) == 20_000)
+                    }
+                }.value
+            }
+        }
+
         @Test("a connection whose server process ended while it sat idle is reopened before its next statement")
         func hungUpWhileIdle() async throws {
             try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { pool in

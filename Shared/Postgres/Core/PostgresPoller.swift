@@ -162,7 +162,7 @@ final class PostgresPoller: Sendable {
         }
         return try await withUnsafeThrowingContinuation { continuation in
             let waiter = Waiter(connection: connection, continuation: continuation, needsFlush: progress == .needsFlush)
-            wait(waiter, on: socket)
+            if mustReadAgain(waiter, on: socket) { collect(waiter, on: socket) }
         }
     }
 
@@ -205,10 +205,10 @@ final class PostgresPoller: Sendable {
         connection.registeredSocket = socket
     }
 
-    /// After a send or an incomplete read: reads again at once if the socket was reported ready meanwhile, else
-    /// leaves the waiter for the next readiness event.
-    private func wait(_ waiter: Waiter, on socket: Int32) {
-        let readAgain = sockets.withLock { sockets in
+    /// After a send or an incomplete read: `true` when the socket was reported ready meanwhile (the caller reads
+    /// again), else the waiter is left for the next readiness event.
+    private func mustReadAgain(_ waiter: Waiter, on socket: Int32) -> Bool {
+        sockets.withLock { sockets in
             if case .busy(readyAgain: true) = sockets.statements[socket] {
                 sockets.statements[socket] = .busy(readyAgain: false)
                 return true
@@ -216,7 +216,6 @@ final class PostgresPoller: Sendable {
             sockets.statements[socket] = .waiting(waiter)
             return false
         }
-        if readAgain { collect(waiter, on: socket) }
     }
 
     /// A readiness event of a registered socket (on the poller thread).
@@ -261,10 +260,8 @@ final class PostgresPoller: Sendable {
                 return
             }
             // libpq reads once per call: data it left in the socket would get no new edge-triggered event.
-            if waiter.needsFlush || !waiter.connection.waitForInput(timeoutMilliseconds: 0) {
-                wait(waiter, on: socket)
-                return
-            }
+            if !waiter.needsFlush, waiter.connection.waitForInput(timeoutMilliseconds: 0) { continue }
+            if !mustReadAgain(waiter, on: socket) { return }
         }
     }
 
