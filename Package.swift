@@ -92,6 +92,7 @@ let package = Package(
             dependencies: [
                 "CLibPQ",
                 "HabitFlowCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -4,7 +4,7 @@
 //   postgres-benchmark --url URL [--seconds 10] [--concurrency 1,32] [--rows 100000] [--workload select,insert]
 //                      [--executor pool,global] [--postgres-pid PID]
 //
-// `--executor pool`: the workers prefer `PostgresPool.taskExecutor` (they continue on the thread that reads the
+// `--executor pool`: the workers prefer `PostgresPool.taskExecutor` (each continues on the poller thread that read its
 // answers); `global`: no preference (each answer wakes a thread of the global executor).
 //
 // Prints one line per run: `swift <workload> <executor> <concurrency> <round trips/s> <client CPU µs/statement>

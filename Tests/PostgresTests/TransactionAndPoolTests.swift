@@ -188,14 +188,20 @@ extension PostgresIntegrationTests {
                 // Load while the server restarts: statements in flight may fail with a connection error, nothing else.
                 let stop = Shared(false)
                 let unexpected = Shared<[String]>([])
-                let load = Task {
-                    while !stop.value {
-                        do {
-                            _ = try await pool.query("SELECT 1")
-                        } catch let error as PostgresError where [.connectionLost, .connectionFailed].contains(error.kind) {
-                            try? await Task.sleep(for: .milliseconds(20))
-                        } catch {
-                            unexpected.update { $0.append("\(error)") }
+                // One task with no executor preference, one continuing on the pollers (whose sockets the restart
+                // replaces under them).
+                let loads = [nil, pool.taskExecutor].map { executor in
+                    Task(executorPreference: executor) {
+                        while !stop.value {
+                            do {
+                                _ = try await pool.query("SELECT 1")
+                            } catch let error as PostgresError
+                                where [.connectionLost, .connectionFailed].contains(error.kind)
+                            {
+                                try? await Task.sleep(for: .milliseconds(20))
+                            } catch {
+                                unexpected.update { $0.append("\(error)") }
+                            }
                         }
                     }
                 }
@@ -204,17 +210,24 @@ extension PostgresIntegrationTests {
                 #expect(status == 0, "pg_ctl restart failed: \(command)")
                 try await Task.sleep(for: .milliseconds(200))
                 stop.value = true
-                await load.value
+                for load in loads { await load.value }
                 #expect(unexpected.value == [])
 
-                // After the restart every pooled connection works again, without restarting anything.
-                try await withThrowingTaskGroup(of: Int.self) { group in
-                    for _ in 0..<16 {
-                        group.addTask { try await pool.queryRow("SELECT 1::int8")!.decode(0, as: Int.self) }
+                // After the restart every pooled connection works again, without restarting anything, for tasks on
+                // the pollers and elsewhere alike.
+                for executor in [nil, pool.taskExecutor] {
+                    try await withThrowingTaskGroup(of: Int.self) { group in
+                        for _ in 0..<16 {
+                            group.addTask(executorPreference: executor) {
+                                var sum = 0
+                                for _ in 0..<5 { sum += try await pool.queryRow("SELECT 1::int8")!.decode(0, as: Int.self) }
+                                return sum
+                            }
+                        }
+                        var sum = 0
+                        for try await five in group { sum += five }
+                        #expect(sum == 80)
                     }
-                    var sum = 0
-                    for try await one in group { sum += one }
-                    #expect(sum == 16)
                 }
                 let schema = try await pool.transaction { tx in
                     try await tx.queryRow("SELECT current_schema()")?.decode(0, as: String.self)

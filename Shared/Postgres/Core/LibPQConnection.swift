@@ -9,17 +9,23 @@ internal import HabitFlowCrypto
 ///
 /// Two ways to run a statement: the blocking calls (``execute(_:)``, ``executeScript(_:)``, connecting and `PQreset`),
 /// which run on the pool's dedicated threads, and the non-blocking send (``sendPrepared(_:)``) plus
-/// ``PostgresPoller`` collecting the answer, for a statement already prepared on this connection: the common case,
-/// with no thread hop to send and one poller thread waiting for every connection's answer.
+/// the connection's ``PostgresPoller`` collecting the answer, for a statement already prepared on this connection:
+/// the common case, with no thread hop to send and a few poller threads waiting for every connection's answers.
 ///
 /// - Important: only ever used by one thread at a time, and never blocking on an event-loop thread or the Swift
 ///   cooperative pool: ``PostgresPool`` hands a connection to exactly one lease holder, whose calls run one after
-///   another (a send on the caller's thread, then the poller's collection, or a blocking call on the pool's threads).
+///   another (a send on the caller's thread, then the poller's collection, or a blocking call on the pool's threads;
+///   the poller's own socket states decide which thread reads an answer, see ``PostgresPoller``).
 ///   That exclusive ownership, handed over through the pool's and the poller's locks, not a lock of its own, is what
 ///   makes the `@unchecked Sendable` below sound (libpq allows a connection to move between threads, not to be used by
 ///   two at once).
 final class LibPQConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
+    /// The poller that collects this connection's non-blocking answers, for the connection's whole life.
+    let poller = PostgresPollers.shared.pollerForNewConnection()
+    /// The socket as added to the poller's epoll set; -1 until the first non-blocking statement, and again after
+    /// `PQreset` or `close()`: a new socket, even one reusing the number, must be added anew.
+    var registeredSocket: Int32 = -1
     /// Prepared statements by SQL text; one SQL text can be prepared with different parameter types.
     private var preparedStatements: [String: [PreparedStatement]] = [:]
     private var preparedStatementCount = 0
@@ -61,6 +67,7 @@ final class LibPQConnection: @unchecked Sendable {
         if let handle {
             PQfinish(handle)
             self.handle = nil
+            registeredSocket = -1
         }
     }
 
@@ -84,10 +91,15 @@ final class LibPQConnection: @unchecked Sendable {
     }
 
     /// Does the lease's check where it cannot block: `true` when the connection is usable as it is, `false` when it
-    /// needs a round trip or a reconnection (``prepareForUse(pingAfter:)`` on the pool's threads).
+    /// needs a round trip or a reconnection (``prepareForUse(pingAfter:)`` on the pool's threads). The socket itself
+    /// is looked at (one `poll`) only when the poller marked it: new to the poller, readable while idle (the server
+    /// hung up or sent a notice), or after a failed statement; otherwise this costs no system call.
     func isReadyWithoutBlocking(pingAfter: Duration) -> Bool {
         guard checkBeforeNextUse else { return true }
-        guard ContinuousClock.now - lastUsed <= pingAfter, serverHasNotHungUp() else { return false }
+        guard let handle, PQstatus(handle) == CONNECTION_OK, ContinuousClock.now - lastUsed <= pingAfter else {
+            return false
+        }
+        if poller.mustCheckBeforeUse(self), !serverHasNotHungUp() { return false }
         checkBeforeNextUse = false
         return true
     }
@@ -125,6 +137,7 @@ final class LibPQConnection: @unchecked Sendable {
     func reset() throws(PostgresError) {
         guard let handle else { throw PostgresError(kind: .connectionFailed, message: "connection is closed") }
         forgetPreparedStatements()
+        registeredSocket = -1
         PQreset(handle)
         guard PQstatus(handle) == CONNECTION_OK else {
             throw PostgresError(kind: .connectionFailed, message: Self.errorMessage(handle))

@@ -1,49 +1,118 @@
 internal import CLibPQ
 internal import Foundation
+internal import NIOCore
 internal import Synchronization
 
 #if canImport(Glibc)
 @preconcurrency internal import Glibc
 #endif
 
-/// One thread that waits, with epoll, for the answers of every statement sent with libpq's non-blocking API, and
-/// resumes each waiting task when its answer is complete. It is also a `TaskExecutor`: a task that prefers it
-/// (``PostgresPool/taskExecutor``) continues on this thread right after its answer is read, and sends its next
-/// statement from here too, so a statement costs no thread wake-up at all.
+/// The poller threads that every pool shares, and the `TaskExecutor` that runs tasks on them
+/// (``PostgresPool/taskExecutor``).
+///
+/// Each ``PostgresPoller`` has its own thread, epoll set and job queue; a connection is bound to one of them for its
+/// whole life (round robin as connections open), so its answers are always read by the same thread. As an executor,
+/// the group runs a job on the poller whose thread enqueues it: a task resumed by a poller after its answer was read
+/// continues right there, and sends its next statement from there, with no thread wake-up. A task thereby follows
+/// its connections: it runs on the poller that read its last answer. Jobs enqueued from any other thread (a task's
+/// start, the end of blocking work on a pool's threads) go to the pollers round robin.
+///
+/// Why several: one thread sending and collecting for 32 connections left backends waiting between its turns
+/// (Benchmarks/postgres.sh at concurrency 32: 0.61 of pgbench's select rate with 0.4 of a core idle), where pgbench's
+/// two threads each drive 16. One poller per core (at least two) lets the pollers work in parallel.
+final class PostgresPollers: TaskExecutor, Sendable {
+    /// All pools share the pollers; their threads live as long as the process, like SwiftNIO's singleton loops.
+    static let shared = PostgresPollers(count: max(2, System.coreCount))
+
+    let pollers: [PostgresPoller]
+    private let nextConnectionPoller = Atomic<Int>(0)
+    private let nextJobPoller = Atomic<Int>(0)
+
+    private init(count: Int) {
+        pollers = (0..<count).map { PostgresPoller(index: $0) }
+        for poller in pollers { poller.start(runningJobsFor: self) }
+    }
+
+    /// The poller a new connection is bound to: round robin, so each poller drives an equal share of the connections.
+    func pollerForNewConnection() -> PostgresPoller {
+        pollers[nextConnectionPoller.wrappingAdd(1, ordering: .relaxed).oldValue % pollers.count]
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        // Usually a poller resuming a task whose answer it just read: it stays on that poller.
+        for poller in pollers where poller.isCurrentThread {
+            poller.enqueue(job)
+            return
+        }
+        pollers[nextJobPoller.wrappingAdd(1, ordering: .relaxed).oldValue % pollers.count].enqueue(job)
+    }
+}
+
+/// One thread that waits, with epoll, for the answers of the statements its connections sent with libpq's
+/// non-blocking API, and resumes each waiting task when its answer is complete; between two waits it runs the jobs of
+/// the tasks that prefer ``PostgresPollers`` and were resumed here (they send their next statements before the
+/// thread blocks again), so all ready answers are collected and all ready statements sent per turn.
 ///
 /// Why: a thread blocked in `PQexecPrepared` per connection costs two thread wake-ups per statement (hand the work to
 /// the thread, hand the result back) and, at 32 connections on 2 cores, constant context switching. Here the caller
-/// sends on its own thread and this one thread collects answers for all connections, usually several per wake-up —
-/// the way pgbench drives its connections. A task without a preference still pays one wake-up per statement (its
-/// continuation goes to the global executor); Benchmarks/postgres.sh measured that hand-off at about half of the
-/// client's CPU per statement.
+/// sends on its own thread and the poller collects answers for all of its connections, usually several per wake-up —
+/// the way pgbench drives its connections. A task without a preference for ``PostgresPollers`` still pays one
+/// wake-up per statement (its continuation goes to its own executor).
+///
+/// A connection's socket joins the epoll set on its first non-blocking statement and stays there, edge-triggered,
+/// until the socket closes (`PQreset` or the connection's end): a statement costs its send and its read, and no
+/// `epoll_ctl` to re-arm (EPOLLONESHOT did, one more system call per statement). Edge-triggered readiness is reported
+/// once, so the state of each socket's statement (`Statement`) decides who reads: the poller when the task waits,
+/// or the thread still sending or reading when the event comes meanwhile (it reads once more). Readiness with no
+/// statement running (the server hung up, or sent a notice, while the connection sat idle) marks the socket, and only
+/// a marked socket costs the next lease a `poll` (``LibPQConnection/isReadyWithoutBlocking(pingAfter:)``).
 ///
 /// - Important: only non-blocking work runs on this thread. Blocking libpq calls go to the pool's threads, whatever
 ///   executor the calling task prefers.
-final class PostgresPoller: TaskExecutor, Sendable {
-    /// All pools share one poller; its thread lives as long as the process, like SwiftNIO's singleton loops.
-    static let shared = PostgresPoller()
-
+final class PostgresPoller: Sendable {
     private struct Waiter {
         var connection: LibPQConnection
         var continuation: UnsafeContinuation<PostgresRows, any Error>
+        /// Part of the request is still in libpq's buffer: flush before reading.
+        var needsFlush: Bool
     }
 
-    /// Jobs of tasks that prefer this executor, run between two epoll waits.
+    /// Where the statement on a socket is.
+    private enum Statement {
+        /// A thread is sending it or reading its answer. Readiness reported meanwhile is remembered in `readyAgain`,
+        /// for that thread to read once more: edge-triggered epoll reports it only once.
+        case busy(readyAgain: Bool)
+        /// Sent; the next readiness event hands the waiter to the poller thread.
+        case waiting(Waiter)
+    }
+
+    private struct Sockets {
+        var statements: [Int32: Statement] = [:]
+        /// Registered sockets that became readable with no statement running (the server hung up, or sent a notice)
+        /// or whose last statement failed: the next lease checks them (``LibPQConnection/isReadyWithoutBlocking``).
+        var toCheck: Set<Int32> = []
+    }
+
+    /// Jobs of tasks that prefer the pollers, run between two epoll waits.
     private struct JobQueue {
         var jobs: [UnownedJob] = []
         /// The thread is (about to be) blocked in `epoll_wait`: an enqueue from another thread must wake it.
         var sleeping = false
     }
 
+    /// Its place among ``PostgresPollers/pollers``, in the thread's name.
+    let index: Int
     private let epoll: Int32
     /// An eventfd in the epoll set: written to wake the thread for jobs enqueued from other threads.
     private let wakeUp: Int32
-    /// Waiting statements by socket. A socket has at most one: a connection runs one statement at a time.
-    private let waiters = Mutex<[Int32: Waiter]>([:])
+    private let sockets = Mutex(Sockets())
     private let queue = Mutex(JobQueue())
+    /// The thread's `pthread_self()`, 0 until it runs: tells whether a caller runs on this poller's thread.
+    private let threadID = Atomic<UInt>(0)
 
-    private init() {
+    fileprivate init(index: Int) {
+        self.index = index
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         precondition(epoll >= 0, "epoll_create1 failed: errno \(errno)")
         wakeUp = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
@@ -52,32 +121,60 @@ final class PostgresPoller: TaskExecutor, Sendable {
         event.events = EPOLLIN.rawValue
         event.data.fd = wakeUp
         precondition(epoll_ctl(epoll, EPOLL_CTL_ADD, wakeUp, &event) == 0, "epoll_ctl failed: errno \(errno)")
+    }
+
+    fileprivate func start(runningJobsFor executor: PostgresPollers) {
         let thread = Thread { [self] in
-            _ = habitflow_name_current_thread(Self.threadName)
-            run()
+            threadID.store(UInt(pthread_self()), ordering: .relaxed)
+            _ = habitflow_name_current_thread(Self.threadNamePrefix + String(index))
+            run(jobsOf: executor)
         }
         thread.start()
     }
 
-    /// The thread's name as the system shows it (`/proc/PID/task/TID/comm`; at most 15 characters).
-    static let threadName = "hf-pg-poller"
+    /// The threads' names as the system shows them (`/proc/PID/task/TID/comm`; at most 15 characters): this prefix
+    /// and the poller's index.
+    static let threadNamePrefix = "hf-pg-poller-"
 
-    /// Sends `query` on `connection` and waits for its rows; `nil` when the statement is not prepared on the
-    /// connection yet (the caller then runs it the blocking way). Not cancellable once sent, like a blocking call:
-    /// the connection must finish the statement before anyone else uses it.
+    var isCurrentThread: Bool { threadID.load(ordering: .relaxed) == UInt(pthread_self()) }
+
+    /// Sends `query` on `connection`, which must be bound to this poller, and waits for its rows; `nil` when the
+    /// statement is not prepared on the connection yet (the caller then runs it the blocking way). Not cancellable
+    /// once sent, like a blocking call: the connection must finish the statement before anyone else uses it.
     func run(_ query: PostgresQuery, on connection: LibPQConnection) async throws -> PostgresRows? {
-        guard let progress = try connection.sendPrepared(query) else { return nil }
+        let socket = connection.socket
+        // Busy before anything can report the socket ready, so no readiness is taken for an idle socket's; a mark
+        // made since the lease's check (the server hung up just now) makes the answer be read at once.
+        sockets.withLock { sockets in
+            sockets.statements[socket] = .busy(readyAgain: sockets.toCheck.remove(socket) != nil)
+        }
+        let progress: LibPQConnection.SendProgress?
+        do {
+            try register(connection, socket: socket)
+            progress = try connection.sendPrepared(query)
+        } catch {
+            endStatement(on: socket, failed: true)
+            throw error
+        }
+        guard let progress else {
+            endStatement(on: socket, failed: false)
+            return nil
+        }
         return try await withUnsafeThrowingContinuation { continuation in
-            let socket = connection.socket
-            waiters.withLock { $0[socket] = Waiter(connection: connection, continuation: continuation) }
-            watch(socket, writable: progress == .needsFlush)
+            let waiter = Waiter(connection: connection, continuation: continuation, needsFlush: progress == .needsFlush)
+            if mustReadAgain(waiter, on: socket) { collect(waiter, on: socket) }
         }
     }
 
-    // MARK: - TaskExecutor
+    /// Whether the connection's socket must be looked at before its next lease: it is not registered here yet (it is
+    /// new, or `PQreset` replaced it), it became readable while idle, or its last statement failed. Clears the mark.
+    func mustCheckBeforeUse(_ connection: LibPQConnection) -> Bool {
+        let socket = connection.socket
+        guard connection.registeredSocket == socket else { return true }
+        return sockets.withLock { $0.toCheck.remove(socket) != nil }
+    }
 
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
+    fileprivate func enqueue(_ job: UnownedJob) {
         let mustWake = queue.withLock { queue in
             queue.jobs.append(job)
             defer { queue.sleeping = false }
@@ -91,22 +188,98 @@ final class PostgresPoller: TaskExecutor, Sendable {
         }
     }
 
-    // MARK: - The thread
+    // MARK: - Sockets
 
-    /// Arms the socket for one readiness event (EPOLLONESHOT: the next wait needs a new arming, so a socket is never
-    /// reported while nobody waits on it).
-    private func watch(_ socket: Int32, writable: Bool) {
+    /// Adds the connection's socket to the epoll set once, edge-triggered, for its whole life: no system call per
+    /// statement to re-arm it. A socket that `PQreset` replaced (even under the same number) is added anew.
+    private func register(_ connection: LibPQConnection, socket: Int32) throws(PostgresError) {
+        guard connection.registeredSocket != socket else { return }
+        // A mark left by a closed socket that had this number.
+        sockets.withLock { _ = $0.toCheck.remove(socket) }
         var event = epoll_event()
-        event.events = EPOLLIN.rawValue | EPOLLONESHOT.rawValue | (writable ? EPOLLOUT.rawValue : 0)
+        event.events = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLET.rawValue
         event.data.fd = socket
-        // Registered once per socket, re-armed afterwards; a new socket (after PQreset) gets added.
-        if epoll_ctl(epoll, EPOLL_CTL_MOD, socket, &event) != 0 {
-            if errno == ENOENT, epoll_ctl(epoll, EPOLL_CTL_ADD, socket, &event) == 0 { return }
-            finish(socket, with: .failure(PostgresError(kind: .connectionLost, message: "cannot watch the socket: errno \(errno)")))
+        guard epoll_ctl(epoll, EPOLL_CTL_ADD, socket, &event) == 0 || errno == EEXIST else {
+            throw PostgresError(kind: .connectionLost, message: "cannot watch the socket: errno \(errno)")
+        }
+        connection.registeredSocket = socket
+    }
+
+    /// After a send or an incomplete read: `true` when the socket was reported ready meanwhile (the caller reads
+    /// again), else the waiter is left for the next readiness event.
+    private func mustReadAgain(_ waiter: Waiter, on socket: Int32) -> Bool {
+        sockets.withLock { sockets in
+            if case .busy(readyAgain: true) = sockets.statements[socket] {
+                sockets.statements[socket] = .busy(readyAgain: false)
+                return true
+            }
+            sockets.statements[socket] = .waiting(waiter)
+            return false
         }
     }
 
-    private func run() {
+    /// A readiness event of a registered socket (on the poller thread).
+    private func ready(_ socket: Int32) {
+        let waiter = sockets.withLock { sockets -> Waiter? in
+            switch sockets.statements[socket] {
+            case .waiting(let waiter):
+                sockets.statements[socket] = .busy(readyAgain: false)
+                return waiter
+            case .busy:
+                sockets.statements[socket] = .busy(readyAgain: true)
+                return nil
+            case nil:
+                sockets.toCheck.insert(socket)
+                return nil
+            }
+        }
+        if let waiter { collect(waiter, on: socket) }
+    }
+
+    /// Flushes and reads what the socket has, by the one thread that moved the statement to `busy`; resumes the
+    /// waiting task once the answer is complete.
+    private func collect(_ waiter: Waiter, on socket: Int32) {
+        var waiter = waiter
+        while true {
+            let rows: PostgresRows?
+            do {
+                if waiter.needsFlush, try waiter.connection.flush() == .needsFlush {
+                    rows = nil
+                } else {
+                    waiter.needsFlush = false
+                    rows = try waiter.connection.receiveResult()
+                }
+            } catch {
+                endStatement(on: socket, failed: true)
+                waiter.continuation.resume(throwing: error)
+                return
+            }
+            if let rows {
+                endStatement(on: socket, failed: false)
+                waiter.continuation.resume(returning: rows)
+                return
+            }
+            // libpq reads once per call: data it left in the socket would get no new edge-triggered event.
+            if !waiter.needsFlush, waiter.connection.waitForInput(timeoutMilliseconds: 0) { continue }
+            if !mustReadAgain(waiter, on: socket) { return }
+        }
+    }
+
+    private func endStatement(on socket: Int32, failed: Bool) {
+        sockets.withLock { sockets in
+            // Readiness after the answer's end (or after a failure) is for the next lease to look at.
+            if case .busy(readyAgain: true) = sockets.statements.removeValue(forKey: socket) {
+                sockets.toCheck.insert(socket)
+            } else if failed {
+                sockets.toCheck.insert(socket)
+            }
+        }
+    }
+
+    // MARK: - The thread
+
+    private func run(jobsOf executor: PostgresPollers) {
+        let executor = executor.asUnownedTaskExecutor()
         var events = [epoll_event](repeating: epoll_event(), count: 64)
         var jobs: [UnownedJob] = []
         while true {
@@ -127,34 +300,14 @@ final class PostgresPoller: TaskExecutor, Sendable {
                     var value: UInt64 = 0
                     _ = read(wakeUp, &value, MemoryLayout<UInt64>.size)
                 } else {
-                    handle(socket, writable: events[index].events & EPOLLOUT.rawValue != 0)
+                    ready(socket)
                 }
             }
+            // The jobs of the tasks resumed above, and of any enqueued meanwhile: they send their next statements
+            // before the thread waits again.
             queue.withLock { swap(&jobs, &$0.jobs) }
-            for job in jobs { job.runSynchronously(on: asUnownedTaskExecutor()) }
+            for job in jobs { job.runSynchronously(on: executor) }
             jobs.removeAll(keepingCapacity: true)
         }
-    }
-
-    private func handle(_ socket: Int32, writable: Bool) {
-        guard let connection = waiters.withLock({ $0[socket]?.connection }) else { return }
-        do {
-            if writable, try connection.flush() == .needsFlush {
-                watch(socket, writable: true)
-                return
-            }
-            if let rows = try connection.receiveResult() {
-                finish(socket, with: .success(rows))
-            } else {
-                watch(socket, writable: false)
-            }
-        } catch {
-            finish(socket, with: .failure(error))
-        }
-    }
-
-    private func finish(_ socket: Int32, with result: Result<PostgresRows, any Error>) {
-        guard let waiter = waiters.withLock({ $0.removeValue(forKey: socket) }) else { return }
-        waiter.continuation.resume(with: result)
     }
 }

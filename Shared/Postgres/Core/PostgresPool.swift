@@ -5,22 +5,25 @@ internal import Synchronization
 /// A bounded pool of Postgres connections with an async API.
 ///
 /// Thread model: a statement whose prepared statement already exists on the connection (nearly all of them) is sent
-/// with libpq's non-blocking API from the calling task's thread, and ``PostgresPoller``'s single epoll thread
-/// collects the answers of all connections. The calling task then continues on its preferred executor (an event
-/// loop, for the services' handlers), on the global executor when it has none, or, when it prefers
-/// ``taskExecutor``, on the poller's thread itself, with no thread hand-off at all. Everything that waits for the server by nature — connecting, `PQreset`,
-/// preparing a statement the first time on a connection, scripts — runs libpq's blocking API on a dedicated
-/// `NIOThreadPool` with one thread per connection slot, so nothing ever blocks a SwiftNIO event loop or the Swift
-/// cooperative pool. A connection is leased to one task at a time and its calls run one after another, so each libpq
-/// connection is used by a single thread at any moment. (The first version ran every statement on the blocking
-/// threads: a thread hop each way per statement and 32 threads on 2 cores; Benchmarks/postgres.sh measured it at
-/// half of pgbench's rate. The wake-up of the waiting task's thread that remains without ``taskExecutor`` costs about
-/// as much CPU as the rest of the client's work per statement.)
+/// with libpq's non-blocking API from the calling task's thread, and the answer is collected by the epoll thread of
+/// the ``PostgresPoller`` the connection is bound to (one poller per core, at least two, shared by all pools; each
+/// connection is bound to one of them round robin when it opens). The calling task then continues on its preferred
+/// executor (an event loop, for the services' handlers), on the global executor when it has none, or, when it
+/// prefers ``taskExecutor``, on that poller's thread itself, with no thread hand-off at all. Everything that waits
+/// for the server by nature — connecting, `PQreset`, preparing a statement the first time on a connection, scripts —
+/// runs libpq's blocking API on a dedicated `NIOThreadPool` with one thread per connection slot, so nothing ever
+/// blocks a SwiftNIO event loop, the Swift cooperative pool or a poller. A connection is leased to one task at a time
+/// and its calls run one after another, so each libpq connection is used by a single thread at any moment. (The
+/// first version ran every statement on the blocking threads: a thread hop each way per statement and 32 threads on
+/// 2 cores; Benchmarks/postgres.sh measured it at half of pgbench's rate. The wake-up of the waiting task's thread
+/// that remains without ``taskExecutor`` costs about as much CPU as the rest of the client's work per statement.)
 ///
 /// Recovery: before the first statement of each lease a connection checks, without blocking, whether the server
-/// hung up while it was idle; a connection the server closed (restart, idle timeout, `pg_terminate_backend`) is re-opened
-/// with `PQreset` on its thread, and one idle longer than ``Configuration/pingIdleConnectionsAfter`` gets a round
-/// trip first. A statement that was running when the connection broke throws ``PostgresError/Kind/connectionLost``.
+/// hung up while it was idle (its poller notes an idle socket that became readable, so the check costs a `poll` only
+/// then); a connection the server closed (restart, idle timeout, `pg_terminate_backend`) is re-opened with `PQreset`
+/// on the pool's threads, and its new socket is added to its poller's epoll set on the next statement. One idle
+/// longer than ``Configuration/pingIdleConnectionsAfter`` gets a round trip first. A statement that was running when
+/// the connection broke throws ``PostgresError/Kind/connectionLost``.
 ///
 /// - Important: call ``shutdown()`` before dropping the pool; it stops the pool's threads.
 public final class PostgresPool: PostgresQueryable, Sendable {
@@ -68,16 +71,18 @@ public final class PostgresPool: PostgresQueryable, Sendable {
         try? await threads.shutdownGracefully()
     }
 
-    /// The executor of the thread that reads every statement's answer (shared by all pools). A task whose work is
-    /// mostly statements, and that has no event loop of its own to stay on, can prefer it
-    /// (`Task(executorPreference: pool.taskExecutor)`, `withTaskExecutorPreference`): it then continues on that
-    /// thread as soon as its answer is read and sends its next statement from there, instead of waking another
-    /// thread for each statement (Benchmarks/postgres.sh: about half the client CPU per statement).
+    /// The executor of the poller threads that read the statements' answers (shared by all pools). A task whose work
+    /// is mostly statements, and that has no event loop of its own to stay on, can prefer it
+    /// (`Task(executorPreference: pool.taskExecutor)`, `withTaskExecutorPreference`): after each answer it continues
+    /// on the poller thread that read it and sends its next statement from there, instead of waking another thread
+    /// for each statement (Benchmarks/postgres.sh: about half the client CPU per statement). So a task runs on the
+    /// poller of the connection it used last; where it starts, and where it goes after blocking work on the pool's
+    /// threads, is any poller (round robin) until its next answer.
     ///
     /// - Important: code running there must not block (no blocking I/O, locks held for long, or heavy computation):
-    ///   it delays every pool's answers. The pool's own blocking work (connecting, preparing, scripts) still runs on
-    ///   the pool's threads.
-    public var taskExecutor: any TaskExecutor { PostgresPoller.shared }
+    ///   it delays the answers of every connection bound to that poller, whatever their pool. The pool's own blocking
+    ///   work (connecting, preparing, scripts) still runs on the pool's threads.
+    public var taskExecutor: any TaskExecutor { PostgresPollers.shared }
 
     // MARK: - Leasing connections
 
@@ -292,12 +297,12 @@ public final class PostgresPool: PostgresQueryable, Sendable {
         }
     }
 
-    /// Runs one statement: sent from the calling thread and collected by the poller when the connection needs no
-    /// blocking check and has the statement prepared (the common case), else on the pool's threads.
+    /// Runs one statement: sent from the calling thread and collected by the connection's poller when the connection
+    /// needs no blocking check and has the statement prepared (the common case), else on the pool's threads.
     func run(_ query: PostgresQuery, on connection: LibPQConnection) async throws -> PostgresRows {
         let ping = configuration.pingIdleConnectionsAfter
         if connection.isReadyWithoutBlocking(pingAfter: ping),
-            let rows = try await PostgresPoller.shared.run(query, on: connection)
+            let rows = try await connection.poller.run(query, on: connection)
         {
             return rows
         }
