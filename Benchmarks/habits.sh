@@ -74,22 +74,12 @@ cat >"$workdir/mark-done.sql" <<'SQL'
 WITH habit AS (SELECT id FROM habits.habits WHERE user_id = ('00000000-0000-4000-8000-' || lpad(:n::text, 12, '0'))::uuid AND id = ('00000000-0000-4000-8000-' || lpad(:n::text, 12, '0'))::uuid AND deleted_at IS NULL), sequence AS (UPDATE habits.users SET change_seq = change_seq + 1 WHERE user_id = ('00000000-0000-4000-8000-' || lpad(:n::text, 12, '0'))::uuid AND time_zone = 'UTC' AND EXISTS (SELECT FROM habit) RETURNING change_seq) INSERT INTO habits.entries (user_id, id, habit_id, local_date, value, created_at, change_seq) SELECT ('00000000-0000-4000-8000-' || lpad(:n::text, 12, '0'))::uuid, coalesce(NULL::uuid, gen_random_uuid()), habit.id, current_date, 1, now(), sequence.change_seq FROM habit, sequence ON CONFLICT (user_id, id) DO NOTHING RETURNING *;
 SQL
 postmaster=$(head -n 1 "$workdir/postgres/postmaster.pid")
-# Postgres's CPU in clock ticks: the postmaster with the backends it reaped (pgbench's end with its run) and its
-# live children.
-postgres_ticks() {
-    local total child ticks
-    total=$(sed 's/^.*) //' "/proc/$postmaster/stat" | awk '{ print $12 + $13 + $14 + $15 }')
-    for child in $(cat "/proc/$postmaster/task/$postmaster/children"); do
-        ticks=$(sed 's/^.*) //' "/proc/$child/stat" 2>/dev/null | awk '{ print $12 + $13 }') || ticks=0
-        total=$((total + ${ticks:-0}))
-    done
-    echo "$total"
-}
-before=$(postgres_ticks)
+before=$(pg_cpu_ticks "$postmaster")
 (cd "$workdir" && PGPASSWORD=$PG_PASSWORD "$pgbench" --no-vacuum --protocol=prepared --client=32 --jobs=2 \
     --time="$seconds" --file=mark-done.sql --log --log-prefix=pgbench --host=127.0.0.1 --port="$port" \
     --username=postgres habitflow >"$workdir/pgbench.out" 2>&1) || { cat "$workdir/pgbench.out" >&2; exit 1; }
-after=$(postgres_ticks)
+sleep 0.2  # lets the postmaster reap pgbench's backends, so their CPU is in its children's sum
+after=$(pg_cpu_ticks "$postmaster")
 # Per-transaction log lines: client id, transaction number, latency in µs, ...
 cat "$workdir"/pgbench.[0-9]* | awk '{ print $3 }' | sort -n |
     awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" -v seconds="$seconds" '

@@ -51,18 +51,6 @@ SQL
 postmaster=$(head -n 1 "$workdir/postgres/postmaster.pid")
 clock_ticks=$(getconf CLK_TCK)
 
-# CPU ticks of Postgres: the postmaster with the children it reaped (pgbench's backends end with its run) and the
-# live children. The same sum as postgres-benchmark's.
-postgres_cpu_ticks() {
-    local total=0 pid ticks
-    for pid in "$postmaster" $(cat "/proc/$postmaster/task/$postmaster/children"); do
-        ticks=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null |
-            awk -v reaped=$((pid == postmaster)) '{ print $12 + $13 + (reaped ? $14 + $15 : 0) }') || ticks=0
-        total=$((total + ${ticks:-0}))
-    done
-    echo "$total"
-}
-
 # CPU µs per statement from ticks used and statements run.
 per_statement() { awk -v t="$1" -v n="$2" -v hz="$clock_ticks" 'BEGIN { printf "%d", (n > 0 ? t * 1e6 / hz / n : 0) }'; }
 
@@ -71,13 +59,13 @@ declare -A rate client_cpu postgres_cpu
 for workload in select insert; do
     for clients in "${concurrencies[@]}"; do
         threads=$((clients < 2 ? 1 : 2))
-        postgres_before=$(postgres_cpu_ticks)
+        postgres_before=$(pg_cpu_ticks "$postmaster")
         # pgbench's own CPU (user + system, in ticks) from bash's `time`, around the whole run.
         output=$( { TIMEFORMAT="cpu %3U %3S"; time PGPASSWORD=$password "$pgbench" -h 127.0.0.1 -p "$port" \
             -U postgres -n -M prepared -f "$workdir/$workload.sql" -c "$clients" -j "$threads" -T "$seconds" \
             habitflow; } 2>&1)
         sleep 0.2  # lets the postmaster reap pgbench's backends, so their CPU is in its children's sum
-        postgres_ticks=$(($(postgres_cpu_ticks) - postgres_before))
+        postgres_ticks=$(($(pg_cpu_ticks "$postmaster") - postgres_before))
         key=$workload.pgbench.$clients
         rate[$key]=$(awk '/^tps = / { printf "%d", $3 }' <<<"$output")
         statements=$(awk '/^number of transactions actually processed: / { split($6, n, "/"); print n[1] }' <<<"$output")

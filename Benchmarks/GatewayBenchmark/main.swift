@@ -59,9 +59,7 @@ final class Samples: Sendable {
 }
 
 func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
-    guard !sorted.isEmpty else { return .nan }
-    let rank = max(1, min(sorted.count, Int((fraction * Double(sorted.count)).rounded(.up))))
-    return sorted[rank - 1]
+    nearestRank(sorted, fraction) ?? .nan
 }
 
 /// CPU seconds of a process so far; `nil` without a pid.

@@ -93,15 +93,6 @@ func seedUser(yearsOfEntries: Int) async throws -> (user: UUID, habits: [String]
 
 // MARK: Measuring
 
-/// CPU seconds used so far by the service, Postgres and this process.
-func cpuNow() -> (service: Double, postgres: Double, client: Double) {
-    (
-        servicePID.map(ProcessCPU.seconds) ?? 0,
-        postmasterPID.map { ProcessCPU.postgresSeconds(postmaster: $0) } ?? 0,
-        ProcessCPU.seconds(getpid())
-    )
-}
-
 /// Latencies in nanoseconds, merged from the workers.
 final class Samples: Sendable {
     private let state = Mutex<(latencies: [Int64], errors: Int)>(([], 0))
@@ -127,19 +118,16 @@ func measure(
     let warmUpEnd = clock.now + .seconds(2)
     let end = warmUpEnd + .seconds(seconds)
     let samples = Samples()
-    let cpu = CPUWindow()
     let method = workload == .weekView
         ? Habitflow_Habits_V1_HabitsService.Method.getWeek : Habitflow_Habits_V1_HabitsService.Method.markHabitDone
-    let serverTimes = ServerTimesWindow()
+    let readings = Readings()
     await withTaskGroup(of: Void.self) { group in
         group.addTask {
-            // CPU and the service's own latency histogram are read at the end of the warm-up and at the end of the run.
+            // CPU and the service's own metrics are read at the end of the warm-up and at the end of the run.
             try? await clock.sleep(until: warmUpEnd)
-            cpu.mark(cpuNow())
-            await serverTimes.mark(method)
+            readings.add(await reading(of: method))
             try? await clock.sleep(until: end)
-            cpu.mark(cpuNow())
-            await serverTimes.mark(method)
+            readings.add(await reading(of: method))
         }
         for worker in 0..<concurrency {
             let (user, habits) = users[worker % users.count]
@@ -175,20 +163,59 @@ func measure(
     let (latencies, errors) = samples.result
     printResult(
         label: label, workload: workload, concurrency: concurrency, latencies: latencies, errors: errors,
-        cpu: cpu.used, server: serverTimes.window)
+        window: readings.window)
 }
 
-/// Prints one row: latencies in nanoseconds as the client saw them, CPU seconds used in the measured window.
+/// What is read at the start and at the end of a measured window.
+struct Reading: Sendable {
+    /// CPU seconds used so far by the service, Postgres and the client.
+    var cpu: (service: Double, postgres: Double, client: Double)
+    /// The service's own metrics of the method measured (`nil` without `--metrics-port`).
+    var metrics: ServiceMethodMetrics?
+}
+
+/// A reading now; the client's CPU is this process's unless given (h2load's).
+func reading(of method: MethodDescriptor, clientCPU: Double = ProcessCPU.seconds(getpid())) async -> Reading {
+    let service = servicePID.map(ProcessCPU.seconds) ?? 0
+    let postgres = postmasterPID.map { ProcessCPU.postgresSeconds(postmaster: $0) } ?? 0
+    var metrics: ServiceMethodMetrics?
+    if let metricsPort {
+        do {
+            metrics = try await ServiceMethodMetrics.read(metricsPort: metricsPort, method: method)
+        } catch {
+            progress("could not read the service's metrics on port \(metricsPort): \(error)")
+        }
+    }
+    return Reading(cpu: (service, postgres, clientCPU), metrics: metrics)
+}
+
+/// The readings of a measurement, taken by a task of its own while the workers run.
+final class Readings: Sendable {
+    private let readings = Mutex<[Reading]>([])
+
+    func add(_ reading: Reading) { readings.withLock { $0.append(reading) } }
+
+    var window: (start: Reading, end: Reading)? {
+        readings.withLock { $0.count >= 2 ? ($0[0], $0[$0.count - 1]) : nil }
+    }
+}
+
+/// Prints one row: latencies in nanoseconds as the client saw them; CPU and the service's metrics over the window.
 func printResult(
     label: String, workload: Workload, concurrency: Int, latencies: [Int64], errors: Int,
-    cpu used: (service: Double, postgres: Double, client: Double), server: HandlingTimeHistogram?
+    window: (start: Reading, end: Reading)?
 ) {
-    let sorted = latencies.sorted()
-    func percentile(_ fraction: Double) -> Double {
-        guard !sorted.isEmpty else { return 0 }
-        let rank = Int((fraction * Double(sorted.count)).rounded(.up)) - 1
-        return Double(sorted[max(0, min(rank, sorted.count - 1))]) / 1_000_000
+    let used: (service: Double, postgres: Double, client: Double) = window.map { window in
+        (
+            window.end.cpu.service - window.start.cpu.service, window.end.cpu.postgres - window.start.cpu.postgres,
+            window.end.cpu.client - window.start.cpu.client
+        )
+    } ?? (0, 0, 0)
+    let server = window.flatMap { window in
+        window.end.metrics.flatMap { end in window.start.metrics.map { end.since($0).handlingTime } }
     }
+    let sorted = latencies.sorted()
+    func percentile(_ fraction: Double) -> Double { Double(nearestRank(sorted, fraction) ?? 0) / 1_000_000 }
     let rate = Double(sorted.count) / Double(seconds)
     func perRequest(_ seconds: Double) -> String {
         sorted.isEmpty ? "-" : String(Int((seconds / Double(sorted.count) * 1_000_000).rounded()))
@@ -237,21 +264,15 @@ func measureWeekViewWithH2load(user: UUID, concurrency: Int) async throws {
         try h2load.run()
         h2load.waitUntilExit()
         guard h2load.terminationStatus == 0 else {
-            throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: "h2load exited with \(h2load.terminationStatus)"])
+            throw H2loadFailed(status: h2load.terminationStatus)
         }
     }
 
     try runH2load(seconds: 2, log: folder.appendingPathComponent("warm-up.log"))
-    let serverTimes = ServerTimesWindow()
-    let failedCalls = FailedCallsWindow()
-    let before = (cpuNow(), childrenCPUSeconds())
-    await serverTimes.mark(method)
-    await failedCalls.mark(method)
+    let start = await reading(of: method, clientCPU: childrenCPUSeconds())
     let log = folder.appendingPathComponent("run.log")
     try runH2load(seconds: seconds, log: log)
-    let after = (cpuNow(), childrenCPUSeconds())
-    await serverTimes.mark(method)
-    await failedCalls.mark(method)
+    let end = await reading(of: method, clientCPU: childrenCPUSeconds())
 
     // Each line: start time (µs since the epoch), HTTP status, time to the response's end (µs).
     var latencies: [Int64] = []
@@ -262,12 +283,17 @@ func measureWeekViewWithH2load(user: UUID, concurrency: Int) async throws {
         if fields[1] != "200" { errors += 1 }
         latencies.append(micros * 1000)
     }
-    errors += failedCalls.count
+    if let endMetrics = end.metrics, let startMetrics = start.metrics {
+        errors += Int(endMetrics.since(startMetrics).counts.failed)
+    }
     printResult(
         label: "week view, h2load", workload: .weekView, concurrency: concurrency, latencies: latencies,
-        errors: errors,
-        cpu: (after.0.service - before.0.service, after.0.postgres - before.0.postgres, after.1 - before.1),
-        server: serverTimes.window)
+        errors: errors, window: (start, end))
+}
+
+struct H2loadFailed: Error, CustomStringConvertible {
+    var status: Int32
+    var description: String { "h2load exited with status \(status)" }
 }
 
 /// User plus system CPU seconds of this process's children that have ended (h2load after each run).
@@ -278,61 +304,9 @@ func childrenCPUSeconds() -> Double {
     return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
-/// Calls of a method the service counted with a status other than OK, at the start and the end of a measurement.
-final class FailedCallsWindow: Sendable {
-    private let readings = Mutex<[Double]>([])
-
-    func mark(_ method: MethodDescriptor) async {
-        guard let metricsPort, let reading = try? await ServiceMethodCounts.read(metricsPort: metricsPort, method: method)
-        else { return }
-        readings.withLock { $0.append(reading.failed) }
-    }
-
-    var count: Int {
-        readings.withLock { $0.count == 2 ? Int($0[1] - $0[0]) : 0 }
-    }
-}
-
 /// Issue #7's p99 goal at concurrency 32: the service answers a week view within 5 ms, a mark-done within 10 ms.
 func goal(_ workload: Workload) -> Double {
     workload == .weekView ? 0.005 : 0.010
-}
-
-/// The service's handling-time histogram at the start and the end of a measurement (needs `--metrics-port`).
-final class ServerTimesWindow: Sendable {
-    private let readings = Mutex<[HandlingTimeHistogram]>([])
-
-    func mark(_ method: MethodDescriptor) async {
-        guard let metricsPort else { return }
-        do {
-            let reading = try await HandlingTimeHistogram.read(metricsPort: metricsPort, method: method)
-            readings.withLock { $0.append(reading) }
-        } catch {
-            progress("could not read the service's metrics on port \(metricsPort): \(error)")
-        }
-    }
-
-    /// The calls handled between the two readings.
-    var window: HandlingTimeHistogram? {
-        readings.withLock { readings in
-            guard readings.count == 2 else { return nil }
-            return readings[1].since(readings[0])
-        }
-    }
-}
-
-/// The CPU readings at the start and the end of a measurement.
-final class CPUWindow: Sendable {
-    private let marks = Mutex<[(service: Double, postgres: Double, client: Double)]>([])
-
-    func mark(_ reading: (service: Double, postgres: Double, client: Double)) { marks.withLock { $0.append(reading) } }
-
-    var used: (service: Double, postgres: Double, client: Double) {
-        marks.withLock { marks in
-            guard let first = marks.first, let last = marks.last, marks.count >= 2 else { return (0, 0, 0) }
-            return (last.service - first.service, last.postgres - first.postgres, last.client - first.client)
-        }
-    }
 }
 
 let columnWidths = [22, 11, 9, 7, 8, 8, 10, 10, 12, 6, 13, 14, 12]

@@ -15,11 +15,6 @@ public struct HandlingTimeHistogram: Sendable {
 
     public var count: Double { buckets.last?.count ?? 0 }
 
-    /// Reads the histogram of `method` from the service whose metrics endpoint listens on `metricsPort`.
-    public static func read(metricsPort: Int, method: MethodDescriptor) async throws -> HandlingTimeHistogram {
-        HandlingTimeHistogram(exposition: try await metricsExposition(port: metricsPort), method: method)
-    }
-
     /// Parses the bucket lines of `method` out of a Prometheus text exposition (missing: an empty histogram).
     public init(exposition: String, method: MethodDescriptor) {
         let prefix = #"habitflow_rpc_server_handling_seconds_bucket{service="\#(method.service)",method="\#(method.method)",le=""#
@@ -81,9 +76,6 @@ public struct ServiceMethodCounts: Sendable {
     /// Calls that ended with any other status.
     public var failed: Double = 0
 
-    public static func read(metricsPort: Int, method: MethodDescriptor) async throws -> ServiceMethodCounts {
-        ServiceMethodCounts(exposition: try await metricsExposition(port: metricsPort), method: method)
-    }
 
     public init(exposition: String, method: MethodDescriptor) {
         let prefix = #"habitflow_rpc_server_handled_total{service="\#(method.service)",method="\#(method.method)",code=""#
@@ -101,8 +93,26 @@ public struct ServiceMethodCounts: Sendable {
     }
 }
 
-/// The text a service's `GET /metrics` answers (DESIGN.md section 5: its own HTTP/1.1 port on loopback).
-func metricsExposition(port: Int) async throws -> String {
-    let (body, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!)
-    return String(decoding: body, as: UTF8.self)
+/// What a service's `/metrics` says about one method, from one `GET /metrics` (DESIGN.md section 5: its own HTTP/1.1
+/// port on loopback): its handling-time histogram and its completed calls by outcome.
+public struct ServiceMethodMetrics: Sendable {
+    public var handlingTime: HandlingTimeHistogram
+    public var counts: ServiceMethodCounts
+
+    public static func read(metricsPort: Int, method: MethodDescriptor) async throws -> ServiceMethodMetrics {
+        let (body, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(metricsPort)/metrics")!)
+        let exposition = String(decoding: body, as: UTF8.self)
+        return ServiceMethodMetrics(
+            handlingTime: HandlingTimeHistogram(exposition: exposition, method: method),
+            counts: ServiceMethodCounts(exposition: exposition, method: method))
+    }
+
+    /// The calls completed after `earlier` was read.
+    public func since(_ earlier: ServiceMethodMetrics) -> ServiceMethodMetrics {
+        var counts = self.counts
+        counts.succeeded -= earlier.counts.succeeded
+        counts.cancelled -= earlier.counts.cancelled
+        counts.failed -= earlier.counts.failed
+        return ServiceMethodMetrics(handlingTime: handlingTime.since(earlier.handlingTime), counts: counts)
+    }
 }

@@ -84,6 +84,18 @@ pg_start_throwaway() {
     return 1
 }
 
+# pg_cpu_ticks POSTMASTER_PID: Postgres's CPU so far in clock ticks: the postmaster with the backends it reaped
+# (a benchmark client's end with its run: give the postmaster a moment to reap them) and its live children.
+pg_cpu_ticks() {
+    local postmaster=$1 total=0 pid ticks
+    for pid in "$postmaster" $(cat "/proc/$postmaster/task/$postmaster/children"); do
+        ticks=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null |
+            awk -v reaped=$((pid == postmaster)) '{ print $12 + $13 + (reaped ? $14 + $15 : 0) }') || ticks=0
+        total=$((total + ${ticks:-0}))
+    done
+    echo "$total"
+}
+
 # pg_stop DATA_DIR: fast shutdown (rolls back open transactions); quiet when nothing runs.
 pg_stop() {
     local data_dir=$1

@@ -390,16 +390,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private func deadlineTimerFired() {
         deadlineTimer.fired()
         guard let context else { return }
-        let now = NIODeadline.now()
-        var next: NIODeadline?
-        for stream in Array(streams.values) {
-            guard let deadline = stream.timerDeadline, !stream.ended else { continue }
-            if deadline <= now {
-                failStream(stream, RPCError(.deadlineExceeded, "deadline exceeded"))
-            } else {
-                next = min(next ?? deadline, deadline)
-            }
-        }
+        let (expired, next) = ConnectionDeadlineTimer.sweep(streams.values) { $0.ended ? nil : $0.timerDeadline }
+        for stream in expired { failStream(stream, RPCError(.deadlineExceeded, "deadline exceeded")) }
         if let next { armDeadlineTimer(by: next, on: context.eventLoop) }
     }
 

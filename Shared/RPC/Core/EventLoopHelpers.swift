@@ -57,4 +57,22 @@ package struct ConnectionDeadlineTimer {
         scheduled?.cancel()
         fired()
     }
+
+    /// The calls whose deadline has passed at `now`, and the earliest deadline among the others: what the owner ends
+    /// and re-arms for when the timer fires. `deadline` is `nil` for a call without one or that has ended.
+    package static func sweep<Call>(
+        _ calls: some Sequence<Call>, now: NIODeadline = .now(), deadline: (Call) -> NIODeadline?
+    ) -> (expired: [Call], next: NIODeadline?) {
+        var expired: [Call] = []
+        var next: NIODeadline?
+        for call in calls {
+            guard let due = deadline(call) else { continue }
+            if due <= now {
+                expired.append(call)
+            } else {
+                next = min(next ?? due, due)
+            }
+        }
+        return (expired, next)
+    }
 }

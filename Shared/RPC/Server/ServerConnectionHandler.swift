@@ -513,16 +513,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     /// Ends the calls past their deadline, then waits for the earliest deadline left.
     private func deadlineTimerFired() {
         deadlineTimer.fired()
-        let now = NIODeadline.now()
-        var next: NIODeadline?
-        for stream in Array(streams.values) {
-            guard let deadline = stream.timerDeadline, !stream.statusSent else { continue }
-            if deadline <= now {
-                failCall(stream, RPCError(.deadlineExceeded, "deadline exceeded"))
-            } else {
-                next = min(next ?? deadline, deadline)
-            }
-        }
+        let (expired, next) = ConnectionDeadlineTimer.sweep(streams.values) { $0.statusSent ? nil : $0.timerDeadline }
+        for stream in expired { failCall(stream, RPCError(.deadlineExceeded, "deadline exceeded")) }
         if let next { armDeadlineTimer(by: next) }
     }
 
