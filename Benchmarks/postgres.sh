@@ -7,13 +7,14 @@
 # postmaster and its backends), from /proc over the measured window: the figures that transfer between a quiet and a
 # busy machine.
 #
-# Usage: Benchmarks/postgres.sh            (BENCH_SECONDS=10 per run; HABITFLOW_SCRATCH_PATH = build folder)
+# Usage: Benchmarks/postgres.sh   (BENCH_SECONDS=10 per run, BENCH_ROUNDS=3; HABITFLOW_SCRATCH_PATH = build folder)
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
 cd "$HABITFLOW_ROOT"
 
 seconds=${BENCH_SECONDS:-10}
+rounds=${BENCH_ROUNDS:-3}
 concurrencies=(1 32)
 rows=100000
 scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
@@ -54,48 +55,66 @@ clock_ticks=$(getconf CLK_TCK)
 # CPU µs per statement from ticks used and statements run.
 per_statement() { awk -v t="$1" -v n="$2" -v hz="$clock_ticks" 'BEGIN { printf "%d", (n > 0 ? t * 1e6 / hz / n : 0) }'; }
 
-# Runs alternate (pgbench, then ours, per workload and concurrency) so all see the same background load.
+# Runs alternate (pgbench, then ours, per workload and concurrency) so all see the same background load; rounds
+# repeat the whole sequence, and each round's rates are compared with pgbench's in the same round.
 declare -A rate client_cpu postgres_cpu
-for workload in select insert; do
-    for clients in "${concurrencies[@]}"; do
-        threads=$((clients < 2 ? 1 : 2))
-        postgres_before=$(pg_cpu_ticks "$postmaster")
-        # pgbench's own CPU (user + system, in ticks) from bash's `time`, around the whole run.
-        output=$( { TIMEFORMAT="cpu %3U %3S"; time PGPASSWORD=$password "$pgbench" -h 127.0.0.1 -p "$port" \
-            -U postgres -n -M prepared -f "$workdir/$workload.sql" -c "$clients" -j "$threads" -T "$seconds" \
-            habitflow; } 2>&1)
-        sleep 0.2  # lets the postmaster reap pgbench's backends, so their CPU is in its children's sum
-        postgres_ticks=$(($(pg_cpu_ticks "$postmaster") - postgres_before))
-        key=$workload.pgbench.$clients
-        rate[$key]=$(awk '/^tps = / { printf "%d", $3 }' <<<"$output")
-        statements=$(awk '/^number of transactions actually processed: / { split($6, n, "/"); print n[1] }' <<<"$output")
-        client_cpu[$key]=$(awk -v hz="$clock_ticks" '/^cpu / { printf "%d", ($2 + $3) * hz }' <<<"$output")
-        client_cpu[$key]=$(per_statement "${client_cpu[$key]}" "$statements")
-        postgres_cpu[$key]=$(per_statement "$postgres_ticks" "$statements")
-        log "$workload c=$clients: pgbench ${rate[$key]}/s"
-        for executor in pool global; do
-            key=$workload.$executor.$clients
-            read -r _ _ _ _ "rate[$key]" "client_cpu[$key]" "postgres_cpu[$key]" < <("$benchmark" --url "$url" \
-                --seconds "$seconds" --concurrency "$clients" --rows "$rows" --workload "$workload" \
-                --executor "$executor" --postgres-pid "$postmaster")
-            log "$workload c=$clients: PostgresPool ($executor executor) ${rate[$key]}/s"
+for round in $(seq 1 "$rounds"); do
+    for workload in select insert; do
+        for clients in "${concurrencies[@]}"; do
+            threads=$((clients < 2 ? 1 : 2))
+            postgres_before=$(pg_cpu_ticks "$postmaster")
+            # pgbench's own CPU (user + system, in ticks) from bash's `time`, around the whole run.
+            output=$( { TIMEFORMAT="cpu %3U %3S"; time PGPASSWORD=$password "$pgbench" -h 127.0.0.1 -p "$port" \
+                -U postgres -n -M prepared -f "$workdir/$workload.sql" -c "$clients" -j "$threads" -T "$seconds" \
+                habitflow; } 2>&1)
+            sleep 0.2  # lets the postmaster reap pgbench's backends, so their CPU is in its children's sum
+            postgres_ticks=$(($(pg_cpu_ticks "$postmaster") - postgres_before))
+            key=$workload.pgbench.$clients.$round
+            rate[$key]=$(awk '/^tps = / { printf "%d", $3 }' <<<"$output")
+            statements=$(awk '/^number of transactions actually processed: / { split($6, n, "/"); print n[1] }' <<<"$output")
+            client_cpu[$key]=$(awk -v hz="$clock_ticks" '/^cpu / { printf "%d", ($2 + $3) * hz }' <<<"$output")
+            client_cpu[$key]=$(per_statement "${client_cpu[$key]}" "$statements")
+            postgres_cpu[$key]=$(per_statement "$postgres_ticks" "$statements")
+            log "round $round, $workload c=$clients: pgbench ${rate[$key]}/s"
+            for executor in pool global; do
+                key=$workload.$executor.$clients.$round
+                read -r _ _ _ _ "rate[$key]" "client_cpu[$key]" "postgres_cpu[$key]" < <("$benchmark" --url "$url" \
+                    --seconds "$seconds" --concurrency "$clients" --rows "$rows" --workload "$workload" \
+                    --executor "$executor" --postgres-pid "$postmaster")
+                log "round $round, $workload c=$clients: PostgresPool ($executor executor) ${rate[$key]}/s"
+            done
         done
     done
 done
 log "load average afterwards: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '\n%-8s %11s %-22s %12s %16s %13s %18s\n' workload concurrency client statements/s "vs pgbench" \
-    "client µs/stmt" "Postgres µs/stmt"
+
+# The median of the numbers given as arguments (the lower middle one for an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# Per row: medians over the rounds, and the ratio to pgbench as the median of each round's own ratio (the figure the
+# goal is read from), with the rounds' ratios after it.
+printf '\n%-8s %11s %-22s %12s %11s %-20s %15s %17s\n' workload concurrency client statements/s "vs pgbench" \
+    "(per round)" "client µs/stmt" "Postgres µs/stmt"
 for workload in select insert; do
     for clients in "${concurrencies[@]}"; do
         for client in pgbench pool global; do
-            key=$workload.$client.$clients
             case $client in
                 pgbench) name="pgbench -M prepared" ;;
                 *) name="PostgresPool ($client)" ;;
             esac
-            printf '%-8s %11d %-22s %12d %16.2f %13d %18d\n' "$workload" "$clients" "$name" "${rate[$key]}" \
-                "$(awk -v a="${rate[$key]}" -v b="${rate[$workload.pgbench.$clients]}" 'BEGIN { print (b > 0 ? a / b : 0) }')" \
-                "${client_cpu[$key]}" "${postgres_cpu[$key]}"
+            rates=() ratios=() clients_cpu=() postgres_cpus=()
+            for round in $(seq 1 "$rounds"); do
+                key=$workload.$client.$clients.$round
+                rates+=("${rate[$key]}")
+                ratios+=("$(awk -v a="${rate[$key]}" -v b="${rate[$workload.pgbench.$clients.$round]}" \
+                    'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')")
+                clients_cpu+=("${client_cpu[$key]}")
+                postgres_cpus+=("${postgres_cpu[$key]}")
+            done
+            per_round=$(IFS=' '; echo "${ratios[*]}")
+            printf '%-8s %11d %-22s %12d %11.2f %-20s %15d %17d\n' "$workload" "$clients" "$name" \
+                "$(median "${rates[@]}")" "$(median "${ratios[@]}")" "$per_round" "$(median "${clients_cpu[@]}")" \
+                "$(median "${postgres_cpus[@]}")"
         done
     done
 done
