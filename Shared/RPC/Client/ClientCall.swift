@@ -6,6 +6,8 @@ internal import Synchronization
 /// interceptors told once when it ends.
 final class ClientCall: ClientCallStream {
     private let channel: RPCChannel
+    /// Told when the call ends: the channel's, or none for a call that bypassed them.
+    private let interceptors: [any ClientInterceptor]
     private let details: ClientCallDetails
     private let request: ClientRequest
     private let started = ContinuousClock.now
@@ -21,8 +23,12 @@ final class ClientCall: ClientCallStream {
         var end: AttemptEnd?
     }
 
-    init(channel: RPCChannel, details: ClientCallDetails, singleRequest: ByteBuffer?) {
+    init(
+        channel: RPCChannel, interceptors: [any ClientInterceptor], details: ClientCallDetails,
+        singleRequest: ByteBuffer?
+    ) {
         self.channel = channel
+        self.interceptors = interceptors
         self.details = details
         let options = details.options
         self.request = ClientRequest(
@@ -194,9 +200,9 @@ final class ClientCall: ClientCallStream {
         case .failed(let error, _):
             status = RPCStatus(code: error.code, message: error.message, details: error.details)
         }
-        guard !channel.interceptors.isEmpty else { return }
+        guard !interceptors.isEmpty else { return }
         let duration = ContinuousClock.now - started
-        for interceptor in channel.interceptors {
+        for interceptor in interceptors {
             interceptor.didFinish(details, status: status, duration: duration)
         }
     }
