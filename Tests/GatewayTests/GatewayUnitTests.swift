@@ -59,6 +59,20 @@ import Testing
         #expect(GatewayCallInfo.clientAddress(fromPeer: "unix:/tmp/socket") == "unix:/tmp/socket")
     }
 
+    @Test func newRequestIDsAreDistinctVersion4UUIDs() {
+        let generator = RequestIDGenerator()
+        let ids = (0..<10_000).map { _ in generator.next() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids.prefix(100) {
+            let text = id.lowercasedString
+            #expect(UUID(uuidString: text) == id)
+            #expect(Array(text)[14] == "4")
+            #expect("89ab".contains(Array(text)[19]))
+        }
+        // Two gateways (two generators) do not repeat each other's ids.
+        #expect(Set(ids).isDisjoint(with: (0..<10_000).map { _ in RequestIDGenerator().next() }))
+    }
+
     @Test func tokenBucketsRefillAndForgetIdleKeys() {
         let limiter = RateLimiter<String>(limit: .init(perSecond: 2, burst: 3), sweepThreshold: 4)
         let start = ContinuousClock.now
