@@ -73,6 +73,23 @@ import Testing
         #expect(Set(ids).isDisjoint(with: (0..<10_000).map { _ in RequestIDGenerator().next() }))
     }
 
+    @Test func accessLogDurationsInMilliseconds() {
+        #expect(GatewayInterceptor.milliseconds(.zero) == "0.0")
+        #expect(GatewayInterceptor.milliseconds(.milliseconds(12)) == "12.0")
+        #expect(GatewayInterceptor.milliseconds(.microseconds(50)) == "0.05")
+        #expect(GatewayInterceptor.milliseconds(.microseconds(1234)) == "1.234")
+        #expect(GatewayInterceptor.milliseconds(.microseconds(1200)) == "1.2")
+        #expect(GatewayInterceptor.milliseconds(.microseconds(1007)) == "1.007")
+        #expect(GatewayInterceptor.milliseconds(.nanoseconds(1_499)) == "0.001")
+        #expect(GatewayInterceptor.milliseconds(.nanoseconds(400)) == "0.0")
+        #expect(GatewayInterceptor.milliseconds(.seconds(3725)) == "3725000.0")
+        // The same text a Double of those milliseconds prints.
+        for microseconds in [1, 10, 99, 100, 101, 999, 1000, 1001, 12_340, 987_654] {
+            let duration = Duration.microseconds(microseconds)
+            #expect(GatewayInterceptor.milliseconds(duration) == String(Double(microseconds) / 1000))
+        }
+    }
+
     @Test func tokenBucketsRefillAndForgetIdleKeys() {
         let limiter = RateLimiter<String>(limit: .init(perSecond: 2, burst: 3), sweepThreshold: 4)
         let start = ContinuousClock.now
@@ -222,7 +239,7 @@ import Testing
         let logged = records.entries.filter { $0.message == "call" }.map(\.metadata)
         #expect(logged.count == 3)
         #expect(logged.map { $0["request_id"] } == ["request-1", "request-2", "request-3"])
-        #expect(logged.map { $0["user_id"] } == [user.uuidString, user.uuidString, nil])
+        #expect(logged.map { $0["user_id"] } == [user.lowercasedString, user.lowercasedString, nil])
         #expect(logged.allSatisfy { $0["client"] == "198.51.100.7" })
         #expect(logged.map { $0["status"] } == ["OK", "RESOURCE_EXHAUSTED", "UNAUTHENTICATED"])
         #expect(logged.allSatisfy { $0["rpc"] == "/habitflow.habits.v1.HabitsService/ListHabits" })

@@ -101,10 +101,17 @@ final class ClientCall: ClientCallStream {
             let (attempt, end) = state.withLock { ($0.attempt, $0.end) }
             if let end { return .end(end) }
             guard let attempt else { return .end(.failed(RPCError(.internal, "the call has no stream"), processed: true)) }
-            let part = await withTaskCancellationHandler {
-                await attempt.nextPart()
-            } onCancel: {
-                self.cancel()
+            // A part already queued (the usual case once the headers are in) needs no cancellation handler, whose
+            // installation takes the task's status lock; a cancelled task takes the handler path and is cancelled.
+            let part: ResponsePart
+            if !Task.isCancelled, let available = attempt.availablePart() {
+                part = available
+            } else {
+                part = await withTaskCancellationHandler {
+                    await attempt.nextPart()
+                } onCancel: {
+                    self.cancel()
+                }
             }
             switch part {
             case .headers:
