@@ -1,6 +1,7 @@
 public import Foundation
 internal import HabitFlowCrypto
 public import HabitFlowRPC
+internal import Synchronization
 
 /// Who is calling a service, as the internal credential vouches for it: the calling process and, for calls made on a
 /// user's behalf, the user (with the session and client address the gateway saw).
@@ -46,7 +47,12 @@ public struct InternalCredential: Sendable {
         public static let clientAddress = "x-habitflow-client-address"
         public static let issuedAt = "x-habitflow-issued-at"
         public static let signature = "x-habitflow-internal-auth"
-        static let all = [caller, userID, sessionID, clientAddress, issuedAt, signature]
+        static let all: Set<String> = [caller, userID, sessionID, clientAddress, issuedAt, signature]
+
+        /// Whether `key` is one of the credential's entries (they all start with `x-habitflow-`).
+        static func isCredentialKey(_ key: String) -> Bool {
+            key.hasPrefix("x-habitflow-") && all.contains(key)
+        }
     }
 
     /// How far a credential's time may be from the verifier's clock, either way.
@@ -54,6 +60,8 @@ public struct InternalCredential: Sendable {
 
     /// Keyed once: every call between processes is signed and verified with it.
     private let key: SHA256.HMACKey
+    /// Signatures made in the current second (see ``SignatureCache``).
+    private let recentSignatures = SignatureCache()
 
     public init(secret: String) {
         precondition(!secret.isEmpty, "the internal secret must not be empty")
@@ -69,14 +77,20 @@ public struct InternalCredential: Sendable {
 
     /// Replaces any credential entries in `metadata` with ones vouching for `identity`.
     public func sign(_ identity: CallerIdentity, method: MethodDescriptor, now: Date = Date(), into metadata: inout Metadata) {
-        for key in Key.all { metadata.removeAll(key) }
-        let issuedAt = String(Int64(now.timeIntervalSince1970))
+        metadata.removeAll(where: Key.isCredentialKey)
+        let seconds = Int64(now.timeIntervalSince1970)
+        let issuedAt = String(seconds)
+        let userID = identity.userID?.lowercasedString
         metadata.add(Key.caller, identity.caller)
-        if let userID = identity.userID { metadata.add(Key.userID, userID.lowercasedString) }
+        if let userID { metadata.add(Key.userID, userID) }
         if let sessionID = identity.sessionID { metadata.add(Key.sessionID, sessionID) }
         if let clientAddress = identity.clientAddress { metadata.add(Key.clientAddress, clientAddress) }
         metadata.add(Key.issuedAt, issuedAt)
-        metadata.add(Key.signature, Hex.encode(mac(identity, issuedAt: issuedAt, path: method.path)))
+        let message = macInput(identity, userID: userID ?? "", issuedAt: issuedAt, path: method.path)
+        let signature = recentSignatures.signature(of: message, second: seconds) {
+            Hex.encode(key.authenticationCode(for: message))
+        }
+        metadata.add(Key.signature, signature)
     }
 
     /// The identity `metadata` vouches for on a call of `method`; `UNAUTHENTICATED` when it is missing, forged,
@@ -109,17 +123,70 @@ public struct InternalCredential: Sendable {
     }
 
     private func mac(_ identity: CallerIdentity, issuedAt: String, path: String) -> [UInt8] {
-        // Fields joined by newlines, which none of them may contain (metadata values cannot).
-        var message: [UInt8] = Array("v1".utf8)
+        key.authenticationCode(
+            for: macInput(identity, userID: identity.userID?.lowercasedString ?? "", issuedAt: issuedAt, path: path))
+    }
+
+    /// What the MAC covers: fields joined by newlines, which none of them may contain (metadata values cannot).
+    private func macInput(_ identity: CallerIdentity, userID: String, issuedAt: String, path: String) -> [UInt8] {
+        var message: [UInt8] = []
         message.reserveCapacity(192)
-        for field in [
-            identity.caller, identity.userID?.lowercasedString ?? "", identity.sessionID ?? "",
-            identity.clientAddress ?? "", issuedAt, path,
-        ] {
+        message.append(contentsOf: "v1".utf8)
+        func append(_ field: String) {
             message.append(UInt8(ascii: "\n"))
             message.append(contentsOf: field.utf8)
         }
-        return key.authenticationCode(for: message)
+        append(identity.caller)
+        append(userID)
+        append(identity.sessionID ?? "")
+        append(identity.clientAddress ?? "")
+        append(issuedAt)
+        append(path)
+        return message
+    }
+}
+
+/// The signatures made in the current second, by what they sign. Within a second, the calls of one user from one
+/// address to one method carry the same credential (the time is in seconds), so a busy caller (the gateway
+/// forwarding a client's calls) computes it once. Only the signing side uses it: verification always computes the MAC.
+/// Entries of earlier seconds are dropped as the second turns, so it holds at most one second's distinct credentials
+/// (and at most `capacity` of them).
+final class SignatureCache: Sendable {
+    private struct State {
+        var second: Int64 = .min
+        var signatures: [SignedBytes: String] = [:]
+    }
+
+    /// Hashed as one block of bytes (an array hashes element by element, which cost as much as the MAC).
+    private struct SignedBytes: Hashable {
+        var bytes: [UInt8]
+
+        func hash(into hasher: inout Hasher) {
+            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
+    }
+
+    private let state = Mutex(State())
+    private let capacity: Int
+
+    init(capacity: Int = 4096) {
+        self.capacity = capacity
+    }
+
+    func signature(of message: [UInt8], second: Int64, sign: () -> String) -> String {
+        let key = SignedBytes(bytes: message)
+        if let known = state.withLock({ $0.second == second ? $0.signatures[key] : nil }) { return known }
+        let signature = sign()
+        state.withLock { state in
+            if state.second != second {
+                // Only ever forward: a late caller still signing for the previous second does not evict this one.
+                guard second > state.second else { return }
+                state.second = second
+                state.signatures.removeAll(keepingCapacity: true)
+            }
+            if state.signatures.count < capacity { state.signatures[key] = signature }
+        }
+        return signature
     }
 }
 

@@ -305,20 +305,27 @@ public struct ErrorMappingServerInterceptor: ServerInterceptor {
     public func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
         do {
             try await next()
-        } catch let error as RPCError {
-            throw error
-        } catch is CancellationError {
-            throw CancellationError()
-        } catch let error as PostgresError
-            where [.connectionFailed, .connectionLost, .poolTimeout, .poolClosed].contains(error.kind)
-        {
-            logger.warning("database unavailable", metadata: ["method": "\(context.method)", "error": "\(error)"])
-            throw RPCError(.unavailable, "the database is unavailable; retry later")
         } catch {
+            throw mapped(error, method: context.method)
+        }
+    }
+
+    /// What the client is told when a handler of `method` throws `error` (logging the errors it hides).
+    public func mapped(_ error: any Error, method: MethodDescriptor) -> any Error {
+        switch error {
+        case let error as RPCError:
+            return error
+        case is CancellationError:
+            return CancellationError()
+        case let error as PostgresError
+        where [.connectionFailed, .connectionLost, .poolTimeout, .poolClosed].contains(error.kind):
+            logger.warning("database unavailable", metadata: ["method": "\(method)", "error": "\(error)"])
+            return RPCError(.unavailable, "the database is unavailable; retry later")
+        default:
             let correlationID = UUID.random().lowercasedString
             logger.error(
-                "call failed", metadata: ["method": "\(context.method)", "correlation_id": "\(correlationID)", "error": "\(error)"])
-            throw RPCError.internalError(correlationID: correlationID)
+                "call failed", metadata: ["method": "\(method)", "correlation_id": "\(correlationID)", "error": "\(error)"])
+            return RPCError.internalError(correlationID: correlationID)
         }
     }
 }

@@ -45,7 +45,7 @@ public enum ServiceMain {
         // While TZ is unset, glibc stats /etc/localtime again for every log line's timestamp (a syscall per call
         // at info level, in the gateway's access log). Naming that same file keeps the zone and drops the syscall.
         setenv("TZ", ":/etc/localtime", 0)
-        LoggingSystem.bootstrap { StreamLogHandler.standardError(label: $0) }
+        LoggingSystem.bootstrap { LineLogHandler.standardError(label: $0) }
         var logger = Logger(label: "habitflow-\(service)")
         logger.logLevel = configuration.logLevel
 
@@ -54,10 +54,10 @@ public enum ServiceMain {
             host = try await start(configuration, logger)
         } catch let error as ConfigurationError {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
-            exit(78)
+            exitFlushingLogs(78)
         } catch {
             logger.critical("could not start", metadata: ["error": "\(error)"])
-            exit(1)
+            exitFlushingLogs(1)
         }
         logger.notice(
             "serving",
@@ -85,10 +85,16 @@ public enum ServiceMain {
             try await host.run()
         } catch {
             logger.error("server failed", metadata: ["error": "\(error)"])
-            exit(1)
+            exitFlushingLogs(1)
         }
         for await _ in stopped {}
         withExtendedLifetime(signals) {}
-        exit(0)
+        exitFlushingLogs(0)
+    }
+
+    /// Log lines wait up to a few milliseconds to be written in batches (``LineLogHandler``): none is lost at exit.
+    private static func exitFlushingLogs(_ status: Int32) -> Never {
+        LineLogHandler.flushStandardError()
+        exit(status)
     }
 }

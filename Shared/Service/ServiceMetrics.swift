@@ -54,17 +54,21 @@ public struct RPCMetricsInterceptor: ServerInterceptor {
     public func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
         let start = ContinuousClock.now
         var code = RPCStatusCode.ok
-        defer {
-            let series = self.series(for: context.method, code: code)
-            series.latency.record(ContinuousClock.now - start)
-            series.requests.increment()
-        }
+        defer { record(context.method, code: code, duration: ContinuousClock.now - start) }
         do {
             try await next()
         } catch {
             code = RPCStatusCode(endingWith: error)
             throw error
         }
+    }
+
+    /// Counts one finished call and its handling time: what ``intercept(context:next:)`` does around every call,
+    /// for a server that measures its calls in its own interceptor (the gateway's, which does several jobs in one).
+    public func record(_ method: MethodDescriptor, code: RPCStatusCode, duration: Duration) {
+        let series = self.series(for: method, code: code)
+        series.latency.record(duration)
+        series.requests.increment()
     }
 
     private func series(for method: MethodDescriptor, code: RPCStatusCode) -> Series {

@@ -14,30 +14,39 @@ import Testing
 @Suite struct GatewayUnitTests {
     @Test func forwardedCallsCarryTheGatewaysIdentityOnly() async throws {
         let caller = AuthenticatedCaller(userID: UUID(), sessionID: "session-1")
-        let info = GatewayCallInfo(requestID: "request-7", clientAddress: "203.0.113.9")
+        let info = GatewayCallInfo(requestID: "request-7", clientAddress: "203.0.113.9", caller: caller)
+        let credential = InternalCredential(secret: "gateway-unit-test")
+        let method = MethodDescriptor(service: "habitflow.habits.v1.HabitsService", method: "GetHabit")
         var options = CallOptions()
         options.metadata.add("authorization", "Bearer secret")
+        options.metadata.add("x-request-id", "the-clients-own")
         options.metadata.add("x-habitflow-user-id", UUID().uuidString)
         options.metadata.add("x-habitflow-internal-auth", "forged")
         options.metadata.add("x-app-version", "1.2")
-        AuthenticatedCaller.$current.withValue(caller) {
-            GatewayCallInfo.$current.withValue(info) {
-                Gateway.prepareForwardedCall(&options, defaultTimeout: .seconds(30))
-            }
+        GatewayCallInfo.$current.withValue(info) {
+            Gateway.prepareForwardedCall(&options, method: method, credential: credential, defaultTimeout: .seconds(30))
         }
         #expect(options.metadata["authorization"] == nil)
-        #expect(options.metadata["x-habitflow-internal-auth"] == nil)
+        #expect(options.metadata.values("x-habitflow-internal-auth").count == 1)
         #expect(options.metadata.values("x-habitflow-user-id") == [.text(caller.userID.uuidString.lowercased())])
         #expect(options.metadata["x-habitflow-session-id"] == "session-1")
         #expect(options.metadata["x-habitflow-client-address"] == "203.0.113.9")
-        #expect(options.metadata["x-request-id"] == "request-7")
+        #expect(options.metadata.values("x-request-id") == [.text("request-7")])
         #expect(options.metadata["x-app-version"] == "1.2")
         #expect(options.timeout == .seconds(30))
+        // The gateway signs for the caller it authenticated: a service verifies exactly that identity.
+        let identity = try credential.verify(options.metadata, method: method)
+        #expect(identity == CallerIdentity(caller: "gateway", userID: caller.userID, sessionID: "session-1", clientAddress: "203.0.113.9"))
 
-        // A call with its own deadline keeps it.
-        var withDeadline = CallOptions(deadline: .now + .seconds(2))
-        Gateway.prepareForwardedCall(&withDeadline, defaultTimeout: .seconds(30))
-        #expect(withDeadline.timeout == nil)
+        // A sign-in call (no user yet) is signed for the gateway and the client's address only; a call with its own
+        // deadline keeps it.
+        var signIn = CallOptions(deadline: .now + .seconds(2))
+        signIn.metadata.add("x-habitflow-user-id", UUID().uuidString.lowercased())
+        GatewayCallInfo.$current.withValue(GatewayCallInfo(requestID: "request-8", clientAddress: "203.0.113.9")) {
+            Gateway.prepareForwardedCall(&signIn, method: method, credential: credential, defaultTimeout: .seconds(30))
+        }
+        #expect(signIn.timeout == nil)
+        #expect(try credential.verify(signIn.metadata, method: method) == CallerIdentity(caller: "gateway", clientAddress: "203.0.113.9"))
     }
 
     @Test func requestIDsAndClientAddresses() {
@@ -50,8 +59,39 @@ import Testing
         #expect(GatewayCallInfo.clientAddress(fromPeer: "unix:/tmp/socket") == "unix:/tmp/socket")
     }
 
+    @Test func newRequestIDsAreDistinctVersion4UUIDs() {
+        let generator = RequestIDGenerator()
+        let ids = (0..<10_000).map { _ in generator.next() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids.prefix(100) {
+            let text = id.lowercasedString
+            #expect(UUID(uuidString: text) == id)
+            #expect(Array(text)[14] == "4")
+            #expect("89ab".contains(Array(text)[19]))
+        }
+        // Two gateways (two generators) do not repeat each other's ids.
+        #expect(Set(ids).isDisjoint(with: (0..<10_000).map { _ in RequestIDGenerator().next() }))
+    }
+
+    @Test func accessLogDurationsInMilliseconds() {
+        #expect(GatewayInterceptor.milliseconds(.zero) == "0.0")
+        #expect(GatewayInterceptor.milliseconds(.milliseconds(12)) == "12.0")
+        #expect(GatewayInterceptor.milliseconds(.microseconds(50)) == "0.05")
+        #expect(GatewayInterceptor.milliseconds(.microseconds(1234)) == "1.234")
+        #expect(GatewayInterceptor.milliseconds(.microseconds(1200)) == "1.2")
+        #expect(GatewayInterceptor.milliseconds(.microseconds(1007)) == "1.007")
+        #expect(GatewayInterceptor.milliseconds(.nanoseconds(1_499)) == "0.001")
+        #expect(GatewayInterceptor.milliseconds(.nanoseconds(400)) == "0.0")
+        #expect(GatewayInterceptor.milliseconds(.seconds(3725)) == "3725000.0")
+        // The same text a Double of those milliseconds prints.
+        for microseconds in [1, 10, 99, 100, 101, 999, 1000, 1001, 12_340, 987_654] {
+            let duration = Duration.microseconds(microseconds)
+            #expect(GatewayInterceptor.milliseconds(duration) == String(Double(microseconds) / 1000))
+        }
+    }
+
     @Test func tokenBucketsRefillAndForgetIdleKeys() {
-        let limiter = RateLimiter(limit: .init(perSecond: 2, burst: 3), sweepThreshold: 4)
+        let limiter = RateLimiter<String>(limit: .init(perSecond: 2, burst: 3), sweepThreshold: 4)
         let start = ContinuousClock.now
         for _ in 0..<3 { #expect(limiter.acquire("a", now: start) == .allowed) }
         guard case .limited(let retryAfter) = limiter.acquire("a", now: start) else {
@@ -160,36 +200,86 @@ import Testing
         let keys = AccessTokenKeys(refreshInterval: .seconds(300)) {
             AccessTokenVerifier(issuer: "habitflow-auth", audience: "habitflow", keys: [key.verificationKey()])
         }
+        let registry = PrometheusCollectorRegistry()
         let interceptors: [any ServerInterceptor] = [
-            RequestLogInterceptor(logger: logger),
-            AuthenticationInterceptor(
+            GatewayInterceptor(
+                logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: registry),
+                errorMapping: ErrorMappingServerInterceptor(logger: logger),
+                addressLimiter: RateLimiter(limit: .init(perSecond: 100, burst: 100)),
                 authenticator: Authenticator(
                     keys: keys, sessions: SessionChecker(checkInterval: .seconds(2), grace: .seconds(30)) { _ in .active }),
                 accountLimiter: RateLimiter(limit: .init(perSecond: 0.1, burst: 1)),
-                metrics: GatewayMetrics(registry: PrometheusCollectorRegistry())),
+                metrics: GatewayMetrics(registry: registry))
         ]
         let user = UUID()
         let token = try AccessTokenIssuer(signingKey: key, issuer: "habitflow-auth", audience: "habitflow")
             .issue(subject: user.uuidString.lowercased(), sessionID: "s", now: Date()).token
-        func call(_ requestID: String) -> ServerContext {
+        func call(_ requestID: String, token: String) -> ServerContext {
             ServerContext(
                 method: MethodDescriptor(service: "habitflow.habits.v1.HabitsService", method: "ListHabits"),
                 requestMetadata: ["authorization": .text("Bearer \(token)"), "x-request-id": .text(requestID)],
                 deadline: nil, peer: "ipv4:198.51.100.7:40000")
         }
-        let first = call("request-1")
-        try await interceptors.run(context: first) {}
+        let first = call("request-1", token: token)
+        let seenByHandler = Mutex<GatewayCallInfo?>(nil)
+        try await interceptors.run(context: first) { seenByHandler.withLock { $0 = GatewayCallInfo.current } }
         #expect(first.initialMetadata["x-request-id"] == "request-1")
+        #expect(seenByHandler.withLock { $0 }?.caller == AuthenticatedCaller(userID: user, sessionID: "s"))
+        #expect(seenByHandler.withLock { $0 }?.clientAddress == "198.51.100.7")
         // The account's only token is spent: the second call is refused, and logged as such.
-        await #expect(throws: RPCError.self) { try await interceptors.run(context: call("request-2")) {} }
+        await #expect(throws: RPCError.self) { try await interceptors.run(context: call("request-2", token: token)) {} }
+        // A bad token: refused before the handler runs, logged without a user.
+        let refused = await #expect(throws: RPCError.self) {
+            try await interceptors.run(context: call("request-3", token: "not-a-token")) {
+                Issue.record("the handler must not run")
+            }
+        }
+        #expect(refused?.code == .unauthenticated)
 
-        let logged = records.entries.map(\.metadata)
-        #expect(logged.count == 2)
-        #expect(logged.map { $0["request_id"] } == ["request-1", "request-2"])
-        #expect(logged.allSatisfy { $0["user_id"] == user.uuidString })
+        let logged = records.entries.filter { $0.message == "call" }.map(\.metadata)
+        #expect(logged.count == 3)
+        #expect(logged.map { $0["request_id"] } == ["request-1", "request-2", "request-3"])
+        #expect(logged.map { $0["user_id"] } == [user.lowercasedString, user.lowercasedString, nil])
         #expect(logged.allSatisfy { $0["client"] == "198.51.100.7" })
-        #expect(logged.map { $0["status"] } == ["OK", "RESOURCE_EXHAUSTED"])
+        #expect(logged.map { $0["status"] } == ["OK", "RESOURCE_EXHAUSTED", "UNAUTHENTICATED"])
         #expect(logged.allSatisfy { $0["rpc"] == "/habitflow.habits.v1.HabitsService/ListHabits" })
+        #expect(logged.allSatisfy { Double($0["duration_ms"] ?? "") != nil })
+        // The per-RPC metrics count every call by its status.
+        var exposition = [UInt8]()
+        registry.emit(into: &exposition)
+        let text = String(decoding: exposition, as: UTF8.self)
+        for code in ["OK", "RESOURCE_EXHAUSTED", "UNAUTHENTICATED"] {
+            #expect(text.contains(#"code="\#(code)"} 1"#))
+        }
+    }
+
+    @Test func unexpectedHandlerErrorsAreMappedToInternal() async throws {
+        let records = LogCapture()
+        let logger = Logger(label: "access-log") { _ in records }
+        let registry = PrometheusCollectorRegistry()
+        let keys = AccessTokenKeys(refreshInterval: .seconds(300)) { throw RPCError(.unavailable, "no keys in this test") }
+        let interceptor = GatewayInterceptor(
+            logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: registry),
+            errorMapping: ErrorMappingServerInterceptor(logger: logger),
+            addressLimiter: RateLimiter(limit: .init(perSecond: 100, burst: 100)),
+            authenticator: Authenticator(
+                keys: keys, sessions: SessionChecker(checkInterval: .seconds(2), grace: .seconds(30)) { _ in .active }),
+            accountLimiter: RateLimiter(limit: .init(perSecond: 100, burst: 100)), metrics: GatewayMetrics(registry: registry))
+        // A sign-in RPC: no token needed, so the handler runs, and throws something that is not an RPCError.
+        let context = ServerContext(
+            method: MethodDescriptor(service: "habitflow.auth.v1.AuthService", method: "Login"), requestMetadata: [:],
+            deadline: nil, peer: "ipv6:[2001:db8::1]:443")
+        struct Unexpected: Error {}
+        let error = await #expect(throws: RPCError.self) {
+            try await interceptor.intercept(context: context) { throw Unexpected() }
+        }
+        #expect(error?.code == .internal)
+        #expect(error?.message.contains("correlation id") == true)
+        let line = try #require(records.entries.first { $0.message == "call" })
+        #expect(line.metadata["status"] == "INTERNAL")
+        #expect(line.metadata["client"] == "2001:db8::1")
+        #expect(line.metadata["user_id"] == nil)
+        #expect(UUID(uuidString: line.metadata["request_id"] ?? "") != nil)
     }
 
     @Test func configurationFromTheEnvironment() throws {

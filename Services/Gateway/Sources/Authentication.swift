@@ -8,9 +8,6 @@ internal import HabitFlowCrypto
 struct AuthenticatedCaller: Sendable, Hashable {
     var userID: UUID
     var sessionID: String
-
-    /// Bound by ``AuthenticationInterceptor`` around every authenticated call.
-    @TaskLocal static var current: AuthenticatedCaller?
 }
 
 /// Turns `authorization: Bearer <access token>` into an ``AuthenticatedCaller``: the token is verified locally (its

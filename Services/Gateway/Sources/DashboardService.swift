@@ -27,7 +27,7 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
     func getDashboard(
         request: Habitflow_Gateway_V1_GetDashboardRequest, context: ServerContext
     ) async throws -> Habitflow_Gateway_V1_Dashboard {
-        guard let caller = AuthenticatedCaller.current else {
+        guard let caller = GatewayCallInfo.current?.caller else {
             throw RPCError.unauthenticated(reason: "TOKEN_MISSING", "the dashboard needs a signed-in user")
         }
         let options = partOptions(for: caller, context: context)

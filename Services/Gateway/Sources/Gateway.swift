@@ -63,9 +63,14 @@ public final class Gateway: ServiceProcess {
         var services: [any RPCService] = []
         for route in GatewayRoutes.forwarded {
             let schema = try ServiceSchema.load(route.service, fromDescriptorSets: [route.descriptorSet])
+            // The gateway signs forwarded calls itself (it knows the caller): the channel's interceptor, which
+            // would take the identity back out of the metadata, is skipped.
             services.append(
-                ForwardingService(schema: schema, transport: try channel(to: route.owner)) { _, _, options in
-                    prepareForwardedCall(&options, defaultTimeout: configuration.defaultTimeout)
+                ForwardingService(schema: schema, transport: try channel(to: route.owner).bypassingInterceptors) {
+                    method, _, options in
+                    prepareForwardedCall(
+                        &options, method: method.descriptor, credential: credential,
+                        defaultTimeout: configuration.defaultTimeout)
                 })
         }
         services.append(
@@ -86,13 +91,12 @@ public final class Gateway: ServiceProcess {
         let server = RPCServer(
             configuration: serverConfiguration, services: services,
             interceptors: [
-                RequestLogInterceptor(logger: logger),
-                RPCMetricsInterceptor(registry: registry),
-                ErrorMappingServerInterceptor(logger: logger),
-                AddressRateLimitInterceptor(limiter: RateLimiter(limit: configuration.addressRateLimit), metrics: metrics),
-                AuthenticationInterceptor(
+                GatewayInterceptor(
+                    logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: registry),
+                    errorMapping: ErrorMappingServerInterceptor(logger: logger),
+                    addressLimiter: RateLimiter(limit: configuration.addressRateLimit),
                     authenticator: Authenticator(keys: keys, sessions: sessions),
-                    accountLimiter: RateLimiter(limit: configuration.accountRateLimit), metrics: metrics),
+                    accountLimiter: RateLimiter(limit: configuration.accountRateLimit), metrics: metrics)
             ],
             logger: logger)
 
@@ -172,20 +176,24 @@ public final class Gateway: ServiceProcess {
             logger: logger)
     }
 
-    /// Shapes a client call on its way to a service: the client's token and anything posing as our internal
-    /// credential are removed; the caller's identity (which the channel's interceptor signs), the request id and a
-    /// deadline (the default when the client set none) are added.
-    static func prepareForwardedCall(_ options: inout CallOptions, defaultTimeout: Duration) {
-        options.metadata.removeAll("authorization")
-        options.metadata.removeAll { $0.hasPrefix("x-habitflow-") }
-        if let caller = AuthenticatedCaller.current {
-            options.metadata.add(InternalCredential.Key.userID, caller.userID.lowercasedString)
-            options.metadata.add(InternalCredential.Key.sessionID, caller.sessionID)
+    /// Shapes a client call on its way to a service: the client's token, its request id and anything posing as our
+    /// internal credential are removed; the request id and a deadline (the default when the client set none) are
+    /// added, and the call is signed for the caller's identity (the user the gateway authenticated, if any, and the
+    /// client's address).
+    static func prepareForwardedCall(
+        _ options: inout CallOptions, method: MethodDescriptor, credential: InternalCredential, defaultTimeout: Duration
+    ) {
+        let info = GatewayCallInfo.current
+        // One pass over the metadata: it runs for every forwarded call.
+        options.metadata.removeAll { key in
+            key == "authorization" || key.hasPrefix("x-habitflow-") || (info != nil && key == GatewayCallInfo.requestIDKey)
         }
-        if let info = GatewayCallInfo.current {
-            options.metadata.add(InternalCredential.Key.clientAddress, info.clientAddress)
-            options.metadata.set(GatewayCallInfo.requestIDKey, info.requestID)
-        }
+        if let info { options.metadata.add(GatewayCallInfo.requestIDKey, info.requestID) }
+        credential.sign(
+            CallerIdentity(
+                caller: "gateway", userID: info?.caller?.userID, sessionID: info?.caller?.sessionID,
+                clientAddress: info?.clientAddress),
+            method: method, into: &options.metadata)
         if options.deadline == nil { options.timeout = defaultTimeout }
     }
 

@@ -3,18 +3,19 @@ internal import HabitFlowPublicAPI
 internal import HabitFlowRPC
 internal import Logging
 internal import Prometheus
+internal import HabitFlowServiceKit
 internal import Synchronization
 internal import HabitFlowCrypto
 
-/// What the gateway knows about the client call it is serving, bound around the whole call.
+/// What the gateway knows about the client call it is serving, bound around the rest of the call (the handler:
+/// forwarding or the dashboard).
 struct GatewayCallInfo: Sendable {
     /// The client's `x-request-id`, or one the gateway made up; returned to the client and passed to services.
     var requestID: String
     /// The client's IP address, as the connection shows it.
     var clientAddress: String
-    /// Who the call turned out to be for, once authenticated: set by the inner interceptor, read by the access log
-    /// of the outer one (a task-local bound inside is gone by then).
-    let user = AuthenticatedUserSlot()
+    /// The signed-in user the call acts for, once authenticated (`nil` for the sign-in RPCs and side services).
+    var caller: AuthenticatedCaller?
 
     @TaskLocal static var current: GatewayCallInfo?
 
@@ -27,96 +28,134 @@ struct GatewayCallInfo: Sendable {
         {
             return given
         }
-        return UUID.random().lowercasedString
+        return newRequestIDs.next().lowercasedString
     }
 
+    private static let newRequestIDs = RequestIDGenerator()
+
     /// `1.2.3.4` from a peer like `ipv4:1.2.3.4:5678`, `::1` from `ipv6:[::1]:5678`.
+    /// Over the UTF-8 view, not characters: it runs on every call.
     static func clientAddress(fromPeer peer: String) -> String {
+        let utf8 = peer.utf8
         if peer.hasPrefix("ipv4:") {
-            let rest = peer.dropFirst(5)
-            return String(rest[..<(rest.lastIndex(of: ":") ?? rest.endIndex)])
+            let rest = utf8.index(utf8.startIndex, offsetBy: 5)
+            let end = utf8[rest...].lastIndex(of: UInt8(ascii: ":")) ?? utf8.endIndex
+            return String(Substring(utf8[rest..<end]))
         }
-        if peer.hasPrefix("ipv6:["), let end = peer.firstIndex(of: "]") {
-            return String(peer[peer.index(peer.startIndex, offsetBy: 6)..<end])
+        if peer.hasPrefix("ipv6:["), let end = utf8.firstIndex(of: UInt8(ascii: "]")) {
+            return String(Substring(utf8[utf8.index(utf8.startIndex, offsetBy: 6)..<end]))
         }
         return peer
     }
 }
 
-final class AuthenticatedUserSlot: Sendable {
-    private let value = Mutex<UUID?>(nil)
+/// Version-4-shaped UUIDs for the calls that bring no request id, from xoshiro256** seeded once from OpenSSL.
+///
+/// A request id only has to be unique, not secret (a client may send any id it likes): OpenSSL's generator cost every
+/// such call a `getpid` (its fork check) and a DRBG round, about 2% of the gateway's CPU per forwarded call.
+final class RequestIDGenerator: Sendable {
+    private let state: Mutex<(UInt64, UInt64, UInt64, UInt64)>
 
-    var userID: UUID? {
-        get { value.withLock { $0 } }
-        set { value.withLock { $0 = newValue } }
+    init() {
+        var words = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        // xoshiro's state must not be all zeros; 256 random bits are not, in practice, but make sure.
+        while words == (0, 0, 0, 0) {
+            let seed = SecureRandom.bytes(32).withUnsafeBytes { bytes in
+                (0..<4).map { bytes.loadUnaligned(fromByteOffset: $0 * 8, as: UInt64.self) }
+            }
+            words = (seed[0], seed[1], seed[2], seed[3])
+        }
+        state = Mutex(words)
+    }
+
+    func next() -> UUID {
+        let (high, low) = state.withLock { state in (Self.step(&state), Self.step(&state)) }
+        // Big-endian, so byte 6 is bits 8-15 of `high` and byte 8 the top byte of `low`.
+        let words = (
+            (high & ~0xF000 | 0x4000).bigEndian,  // version 4
+            (low & ~(0xC0 << 56) | (0x80 << 56)).bigEndian  // variant 10
+        )
+        return withUnsafeBytes(of: words) { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+    }
+
+    /// One step of xoshiro256** (Blackman and Vigna).
+    private static func step(_ s: inout (UInt64, UInt64, UInt64, UInt64)) -> UInt64 {
+        let result = rotate(s.1 &* 5, 7) &* 9
+        let t = s.1 << 17
+        s.2 ^= s.0
+        s.3 ^= s.1
+        s.1 ^= s.2
+        s.0 ^= s.3
+        s.2 ^= t
+        s.3 = rotate(s.3, 45)
+        return result
+    }
+
+    private static func rotate(_ value: UInt64, _ bits: UInt64) -> UInt64 {
+        (value << bits) | (value >> (64 - bits))
     }
 }
 
-/// The outermost interceptor: gives every call a request id (returned in the response headers, bound for the rest
-/// of the call, forwarded to services) and logs one structured line per call.
-struct RequestLogInterceptor: ServerInterceptor {
+/// The gateway's one interceptor, around every call, in this order:
+///
+/// 1. a request id (the client's or a new one), returned in the response headers and passed to services;
+/// 2. the per-client-address rate limit, before any work is done for the call (health checks are exempt: an
+///    orchestrator probing from the same address as a flood must still see the truth);
+/// 3. authentication of every call except the ones that sign a user in (`PublicAPI.unauthenticatedMethods`) and
+///    the side services, then the per-account rate limit;
+/// 4. the handler, with ``GatewayCallInfo/current`` bound;
+/// 5. errors mapped to what a client may see (``ErrorMappingServerInterceptor``), the call counted in the per-RPC
+///    metrics every process has, and one structured access-log line (`request_id`, `client`, `rpc`, `status`,
+///    `duration_ms`, and `user_id` once known).
+///
+/// One interceptor rather than one per job: each layer costs every forwarded call a closure, an async frame and,
+/// for the ones that bound task-local values, a binding; together they were a measurable share of the gateway's
+/// CPU time per call (Benchmarks/README.md, `gateway.sh`).
+struct GatewayInterceptor: ServerInterceptor {
     let logger: Logger
-
-    func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
-        let info = GatewayCallInfo(
-            requestID: GatewayCallInfo.requestID(from: context.requestMetadata),
-            clientAddress: GatewayCallInfo.clientAddress(fromPeer: context.peer))
-        context.addInitialMetadata(GatewayCallInfo.requestIDKey, info.requestID)
-        let start = ContinuousClock.now
-        var code = RPCStatusCode.ok
-        defer {
-            let elapsed = ContinuousClock.now - start
-            let milliseconds = Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15
-            // `.string` rather than interpolation: the strings are used as they are, not copied (once per call).
-            var metadata: Logger.Metadata = [
-                "request_id": .string(info.requestID), "client": .string(info.clientAddress),
-                "rpc": .string(context.method.path), "status": "\(code)",
-                "duration_ms": "\((milliseconds * 1000).rounded() / 1000)",
-            ]
-            if let userID = info.user.userID { metadata["user_id"] = "\(userID)" }
-            logger.info("call", metadata: metadata)
-        }
-        do {
-            try await GatewayCallInfo.$current.withValue(info) { try await next() }
-        } catch {
-            code = RPCStatusCode(endingWith: error)
-            throw error
-        }
-    }
-}
-
-/// Per-client-address rate limit, before any work is done for the call (health checks are exempt: an orchestrator
-/// probing from the same address as a flood must still see the truth).
-struct AddressRateLimitInterceptor: ServerInterceptor {
-    let limiter: RateLimiter
+    let rpcMetrics: RPCMetricsInterceptor
+    let errorMapping: ErrorMappingServerInterceptor
+    let addressLimiter: RateLimiter<String>
+    let authenticator: Authenticator
+    let accountLimiter: RateLimiter<UUID>
     let metrics: GatewayMetrics
 
     func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
-        guard context.method.service != GatewayRoutes.healthService, let info = GatewayCallInfo.current else {
-            return try await next()
+        let start = ContinuousClock.now
+        var info = GatewayCallInfo(
+            requestID: GatewayCallInfo.requestID(from: context.requestMetadata),
+            clientAddress: GatewayCallInfo.clientAddress(fromPeer: context.peer))
+        context.addInitialMetadata(GatewayCallInfo.requestIDKey, info.requestID)
+        var code = RPCStatusCode.ok
+        defer {
+            let elapsed = ContinuousClock.now - start
+            rpcMetrics.record(context.method, code: code, duration: elapsed)
+            logCall(context, info: info, code: code, elapsed: elapsed)
         }
-        if case .limited(let retryAfter) = limiter.acquire(info.clientAddress) {
+        do {
+            try await admit(context, &info)
+            try await GatewayCallInfo.$current.withValue(info) { try await next() }
+        } catch {
+            let mapped = errorMapping.mapped(error, method: context.method)
+            code = RPCStatusCode(endingWith: mapped)
+            throw mapped
+        }
+    }
+
+    /// The rate limits and authentication; sets `info.caller` for authenticated calls (also when the account's
+    /// limit then refuses the call, so the access log names the user).
+    private func admit(_ context: ServerContext, _ info: inout GatewayCallInfo) async throws {
+        let method = context.method
+        if method.service != GatewayRoutes.healthService,
+            case .limited(let retryAfter) = addressLimiter.acquire(info.clientAddress)
+        {
             metrics.rateLimited(scope: "address")
             throw RPCError.resourceExhausted(
                 "too many calls from this address; retry in \(retryAfter.roundedUpToMilliseconds) ms",
                 retryAfter: retryAfter)
         }
-        try await next()
-    }
-}
-
-/// Authenticates every call except the ones that sign a user in (`PublicAPI.unauthenticatedMethods`) and the
-/// side services, binds ``AuthenticatedCaller/current``, then applies the per-account rate limit.
-struct AuthenticationInterceptor: ServerInterceptor {
-    let authenticator: Authenticator
-    let accountLimiter: RateLimiter
-    let metrics: GatewayMetrics
-
-    func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
-        if PublicAPI.unauthenticatedMethods.contains(context.method.path)
-            || GatewayRoutes.sideServices.contains(context.method.service)
-        {
-            return try await next()
+        if PublicAPI.unauthenticatedMethods.contains(method.path) || GatewayRoutes.sideServices.contains(method.service) {
+            return
         }
         let caller: AuthenticatedCaller
         do {
@@ -125,14 +164,41 @@ struct AuthenticationInterceptor: ServerInterceptor {
             metrics.authenticationFailed(reason: error.errorReason ?? "\(error.code)")
             throw error
         }
-        GatewayCallInfo.current?.user.userID = caller.userID
-        if case .limited(let retryAfter) = accountLimiter.acquire(caller.userID.uuidString) {
+        info.caller = caller
+        if case .limited(let retryAfter) = accountLimiter.acquire(caller.userID) {
             metrics.rateLimited(scope: "account")
             throw RPCError.resourceExhausted(
                 "too many calls for this account; retry in \(retryAfter.roundedUpToMilliseconds) ms",
                 retryAfter: retryAfter)
         }
-        try await AuthenticatedCaller.$current.withValue(caller) { try await next() }
+    }
+
+    private func logCall(_ context: ServerContext, info: GatewayCallInfo, code: RPCStatusCode, elapsed: Duration) {
+        guard logger.logLevel <= .info else { return }
+        // `.string` rather than interpolation: the strings are used as they are, not copied (once per call).
+        var metadata: Logger.Metadata = [
+            "request_id": .string(info.requestID), "client": .string(info.clientAddress),
+            "rpc": .string(context.method.path), "status": .string(code.description),
+            "duration_ms": .string(Self.milliseconds(elapsed)),
+        ]
+        if let caller = info.caller { metadata["user_id"] = .string(caller.userID.lowercasedString) }
+        logger.info("call", metadata: metadata)
+    }
+
+    /// Milliseconds to the microsecond, as a `Double` would print them (`12.0`, `0.05`, `1.234`), without the
+    /// cost of formatting a `Double`.
+    static func milliseconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let microseconds = max(seconds * 1_000_000 + (attoseconds + 500_000_000_000) / 1_000_000_000_000, 0)
+        var fraction = microseconds % 1000
+        guard fraction != 0 else { return "\(microseconds / 1000).0" }
+        var digits = 3
+        while fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        let padded = String(fraction)
+        return "\(microseconds / 1000)." + String(repeating: "0", count: digits - padded.count) + padded
     }
 }
 

@@ -5,7 +5,7 @@ internal import Synchronization
 ///
 /// Memory stays bounded: buckets that have refilled completely hold no information and are dropped when the table
 /// grows past `sweepThreshold`.
-final class RateLimiter: Sendable {
+final class RateLimiter<Key: Hashable & Sendable>: Sendable {
     enum Decision: Equatable {
         case allowed
         case limited(retryAfter: Duration)
@@ -18,7 +18,7 @@ final class RateLimiter: Sendable {
 
     private let limit: GatewayConfiguration.RateLimit
     private let sweepThreshold: Int
-    private let buckets = Mutex<[String: Bucket]>([:])
+    private let buckets = Mutex<[Key: Bucket]>([:])
 
     init(limit: GatewayConfiguration.RateLimit, sweepThreshold: Int = 10_000) {
         self.limit = limit
@@ -26,7 +26,7 @@ final class RateLimiter: Sendable {
     }
 
     /// Takes one token from `key`'s bucket, or says when one will be there.
-    func acquire(_ key: String, now: ContinuousClock.Instant = .now) -> Decision {
+    func acquire(_ key: Key, now: ContinuousClock.Instant = .now) -> Decision {
         let limit = self.limit
         return buckets.withLock { buckets in
             if buckets.count >= sweepThreshold { Self.dropFullBuckets(&buckets, limit: limit, now: now) }
@@ -57,7 +57,7 @@ final class RateLimiter: Sendable {
     }
 
     private static func dropFullBuckets(
-        _ buckets: inout [String: Bucket], limit: GatewayConfiguration.RateLimit, now: ContinuousClock.Instant
+        _ buckets: inout [Key: Bucket], limit: GatewayConfiguration.RateLimit, now: ContinuousClock.Instant
     ) {
         buckets = buckets.filter { refilled($0.value, limit: limit, now: now) < limit.burst }
     }

@@ -6,6 +6,8 @@ internal import Synchronization
 /// interceptors told once when it ends.
 final class ClientCall: ClientCallStream {
     private let channel: RPCChannel
+    /// Told when the call ends: the channel's, or none for a call that bypassed them.
+    private let interceptors: [any ClientInterceptor]
     private let details: ClientCallDetails
     private let request: ClientRequest
     private let started = ContinuousClock.now
@@ -21,8 +23,12 @@ final class ClientCall: ClientCallStream {
         var end: AttemptEnd?
     }
 
-    init(channel: RPCChannel, details: ClientCallDetails, singleRequest: ByteBuffer?) {
+    init(
+        channel: RPCChannel, interceptors: [any ClientInterceptor], details: ClientCallDetails,
+        singleRequest: ByteBuffer?
+    ) {
         self.channel = channel
+        self.interceptors = interceptors
         self.details = details
         let options = details.options
         self.request = ClientRequest(
@@ -95,10 +101,17 @@ final class ClientCall: ClientCallStream {
             let (attempt, end) = state.withLock { ($0.attempt, $0.end) }
             if let end { return .end(end) }
             guard let attempt else { return .end(.failed(RPCError(.internal, "the call has no stream"), processed: true)) }
-            let part = await withTaskCancellationHandler {
-                await attempt.nextPart()
-            } onCancel: {
-                self.cancel()
+            // A part already queued (the usual case once the headers are in) needs no cancellation handler, whose
+            // installation takes the task's status lock; a cancelled task takes the handler path and is cancelled.
+            let part: ResponsePart
+            if !Task.isCancelled, let available = attempt.availablePart() {
+                part = available
+            } else {
+                part = await withTaskCancellationHandler {
+                    await attempt.nextPart()
+                } onCancel: {
+                    self.cancel()
+                }
             }
             switch part {
             case .headers:
@@ -194,9 +207,9 @@ final class ClientCall: ClientCallStream {
         case .failed(let error, _):
             status = RPCStatus(code: error.code, message: error.message, details: error.details)
         }
-        guard !channel.interceptors.isEmpty else { return }
+        guard !interceptors.isEmpty else { return }
         let duration = ContinuousClock.now - started
-        for interceptor in channel.interceptors {
+        for interceptor in interceptors {
             interceptor.didFinish(details, status: status, duration: duration)
         }
     }

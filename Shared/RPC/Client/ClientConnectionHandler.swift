@@ -342,6 +342,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             HTTP2HeaderField(name: "user-agent", value: configuration.userAgent),
             HTTP2HeaderField(name: "grpc-accept-encoding", value: "identity,gzip"),
         ]
+        fields.reserveCapacity(fields.count + 2 + request.metadata.count)
         var remaining: Duration?
         if let deadline = request.deadline {
             let left = deadline - .now
@@ -354,8 +355,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         if let compression = request.compression {
             fields.append(.init(name: "grpc-encoding", value: compression.rawValue))
         }
-        for (name, value) in request.metadata.headerFields where !Self.isReserved(name) {
-            fields.append(.init(name: name, value: value))
+        request.metadata.forEachHeaderField { name, value in
+            if !Self.isReserved(name) { fields.append(.init(name: name, value: value)) }
         }
 
         let streamID: Int32

@@ -88,24 +88,23 @@ final class ClientStreamTransport: Sendable {
 
     // MARK: Called by the call, from any task
 
-    /// The next part; after `.end` it keeps returning that end.
-    func nextPart() async -> ResponsePart {
-        enum Immediate {
-            case part(ResponsePart, releaseCredit: Bool)
-            case wait
-        }
-        let immediate = state.withLock { state -> Immediate in
-            guard let part = state.parts.first else { return .wait }
-            if case .end = part { return .part(part, releaseCredit: false) }
+    /// The next part if one is queued already (after `.end`, that end); `nil` when it has to be waited for.
+    func availablePart() -> ResponsePart? {
+        let (part, releaseCredit) = state.withLock { state -> (ResponsePart?, Bool) in
+            guard let part = state.parts.first else { return (nil, false) }
+            if case .end = part { return (part, false) }
             state.parts.removeFirst()
             let release = state.creditWithheld && state.parts.count < lowWatermark
             if release { state.creditWithheld = false }
-            return .part(part, releaseCredit: release)
+            return (part, release)
         }
-        if case .part(let part, let releaseCredit) = immediate {
-            if releaseCredit { releaseFlowControlCredit() }
-            return part
-        }
+        if releaseCredit { releaseFlowControlCredit() }
+        return part
+    }
+
+    /// The next part; after `.end` it keeps returning that end.
+    func nextPart() async -> ResponsePart {
+        if let part = availablePart() { return part }
         return await withUnsafeContinuation { continuation in
             let ready = state.withLock { state -> ResponsePart? in
                 if let part = state.parts.first {

@@ -70,7 +70,17 @@ public final class RPCChannel: RPCClientTransport {
         for interceptor in interceptors {
             try await interceptor.willStart(&details)
         }
-        let call = ClientCall(channel: self, details: details, singleRequest: singleRequest)
+        return try await start(details, interceptors: interceptors, singleRequest: singleRequest)
+    }
+
+    /// This channel's connections, retries and deadlines without its interceptors: for calls whose metadata is
+    /// complete already, such as a gateway's forwarded calls, signed by the gateway for the user it authenticated.
+    public var bypassingInterceptors: any RPCClientTransport { UninterceptedChannel(channel: self) }
+
+    fileprivate func start(
+        _ details: ClientCallDetails, interceptors: [any ClientInterceptor], singleRequest: ByteBuffer?
+    ) async throws -> any ClientCallStream {
+        let call = ClientCall(channel: self, interceptors: interceptors, details: details, singleRequest: singleRequest)
         try await call.start()
         return call
     }
@@ -93,6 +103,13 @@ public final class RPCChannel: RPCClientTransport {
 
     /// A ready connection, round-robin over the ready ones; when none is ready, the first to finish connecting.
     func pickConnection(deadline: ContinuousClock.Instant?) async throws -> ClientConnection {
+        // One target: round-robin has nothing to balance, and the ready connection on the caller's loop is what the
+        // general path below ends up with anyway; found without listing the ready ones (every call comes here).
+        if configuration.targets.count == 1, let current = MultiThreadedEventLoopGroup.currentEventLoop {
+            for subchannel in subchannels where subchannel.eventLoop === current {
+                if let connection = subchannel.readyConnection() { return connection }
+            }
+        }
         // Round-robin over the ready connections only: skipping to the next one after an unready one would give
         // that next one twice its share. (Idle subchannels start connecting as a side effect.)
         var ready: [ClientConnection] = []
@@ -143,6 +160,18 @@ extension RPCChannel {
     ) -> ClientConnection? {
         guard let current = MultiThreadedEventLoopGroup.currentEventLoop, picked.eventLoop !== current else { return nil }
         return ready.first { $0.eventLoop === current && $0.target == picked.target }
+    }
+}
+
+/// See ``RPCChannel/bypassingInterceptors``.
+private struct UninterceptedChannel: RPCClientTransport {
+    let channel: RPCChannel
+
+    func startCall(
+        _ method: MethodDescriptor, options: CallOptions, singleRequest: ByteBuffer?
+    ) async throws -> any ClientCallStream {
+        try await channel.start(
+            ClientCallDetails(method: method, options: options), interceptors: [], singleRequest: singleRequest)
     }
 }
 

@@ -29,13 +29,13 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
 
     /// Adds a text value (keys are lower-cased).
     public mutating func add(_ key: String, _ value: String) {
-        entries.append(Entry(key: key.lowercased(), value: .text(value)))
+        entries.append(Entry(key: normalized(key), value: .text(value)))
     }
 
     /// Adds a binary value; `key` must end in `-bin`.
     public mutating func add(_ key: String, binary value: [UInt8]) {
         precondition(key.hasSuffix("-bin"), "binary metadata keys end in -bin")
-        entries.append(Entry(key: key.lowercased(), value: .binary(value)))
+        entries.append(Entry(key: normalized(key), value: .binary(value)))
     }
 
     public mutating func add(contentsOf other: Metadata) {
@@ -116,10 +116,19 @@ extension Metadata {
 
     /// Header fields as sent on the wire: binary values base64-encoded without padding.
     public var headerFields: [(name: String, value: String)] {
-        entries.map { entry in
+        var fields: [(name: String, value: String)] = []
+        fields.reserveCapacity(entries.count)
+        forEachHeaderField { fields.append(($0, $1)) }
+        return fields
+    }
+
+    /// Calls `body` with each header field as sent on the wire, without building ``headerFields`` (transports
+    /// copy the fields into their own header blocks, once per call).
+    public func forEachHeaderField(_ body: (_ name: String, _ value: String) -> Void) {
+        for entry in entries {
             switch entry.value {
-            case .text(let text): (entry.key, text)
-            case .binary(let bytes): (entry.key, Base64.encode(bytes, padding: false))
+            case .text(let text): body(entry.key, text)
+            case .binary(let bytes): body(entry.key, Base64.encode(bytes, padding: false))
             }
         }
     }

@@ -472,9 +472,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             stream.responseEncoding = .gzip
             fields.append(.init(name: "grpc-encoding", value: "gzip"))
         }
-        for (name, value) in stream.context.initialMetadata.headerFields {
-            fields.append(.init(name: name, value: value))
-        }
+        stream.context.initialMetadata.forEachHeaderField { fields.append(.init(name: $0, value: $1)) }
         do {
             try session.submitResponse(fields, streamID: stream.streamID, endStream: false)
         } catch {
@@ -545,9 +543,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 HTTP2HeaderField(name: ":status", value: "200"),
                 HTTP2HeaderField(name: "content-type", value: "application/grpc"),
             ]
-            for (name, value) in stream.context.initialMetadata.headerFields {
-                fields.append(.init(name: name, value: value))
-            }
+            stream.context.initialMetadata.forEachHeaderField { fields.append(.init(name: $0, value: $1)) }
             try? session.submitResponse(fields + status, streamID: stream.streamID, endStream: true)
         }
         session.resetAfterEndOfStream(stream.streamID)
@@ -578,8 +574,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 fields.append(.init(name: "grpc-status-details-bin", value: Base64.encode(bytes, padding: false)))
             }
         }
-        for (name, value) in trailers.headerFields where !name.hasPrefix("grpc-") {
-            fields.append(.init(name: name, value: value))
+        trailers.forEachHeaderField { name, value in
+            if !name.hasPrefix("grpc-") { fields.append(.init(name: name, value: value)) }
         }
         return fields
     }
