@@ -7,13 +7,20 @@ public import Foundation
 extension UUID {
     /// A random (version 4, RFC 9562) UUID from OpenSSL's generator.
     public static func random() -> UUID {
-        var bytes = SecureRandom.bytes(16)
-        bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
-        bytes[8] = bytes[8] & 0x3F | 0x80  // variant 10
-        return UUID(uuid: (
-            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
-        ))
+        SecureRandom.bytes(16).withUnsafeBytes { bytes in
+            UUID(version4Bits: bytes.loadUnaligned(as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        }
+    }
+
+    /// A version 4 (RFC 9562) UUID made of 128 random bits from any generator: the version and variant bits are set
+    /// over them.
+    public init(version4Bits high: UInt64, _ low: UInt64) {
+        var words = (high.bigEndian, low.bigEndian)
+        self = withUnsafeMutableBytes(of: &words) { bytes in
+            bytes[6] = bytes[6] & 0x0F | 0x40  // version 4
+            bytes[8] = bytes[8] & 0x3F | 0x80  // variant 10
+            return UUID(uuid: bytes.loadUnaligned(as: uuid_t.self))
+        }
     }
 
     /// The canonical lowercase 8-4-4-4-12 form (what Postgres prints and our APIs use).

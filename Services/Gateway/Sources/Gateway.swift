@@ -156,8 +156,9 @@ public final class Gateway: ServiceProcess {
 
     // MARK: Pieces
 
-    /// One pooled channel per service, a connection per replica and event loop, round-robin over the replicas, signing every call with the internal
-    /// credential. Connecting is bounded by the short connect timeout and retries are few and quick, so a service
+    /// One pooled channel per service, a connection per replica and event loop, round-robin over the replicas,
+    /// signing every call with the internal credential (forwarded calls bypass that: the gateway signs them itself,
+    /// see ``prepareForwardedCall(_:method:credential:defaultTimeout:)``). Connecting is bounded by the short connect timeout and retries are few and quick, so a service
     /// that is down answers `UNAVAILABLE` at once rather than after the client's deadline.
     private static func makeChannel(
         to owner: String, configuration: GatewayConfiguration, credential: InternalCredential, logger: Logger

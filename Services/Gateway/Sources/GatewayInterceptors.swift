@@ -70,12 +70,7 @@ final class RequestIDGenerator: Sendable {
 
     func next() -> UUID {
         let (high, low) = state.withLock { state in (Self.step(&state), Self.step(&state)) }
-        // Big-endian, so byte 6 is bits 8-15 of `high` and byte 8 the top byte of `low`.
-        let words = (
-            (high & ~0xF000 | 0x4000).bigEndian,  // version 4
-            (low & ~(0xC0 << 56) | (0x80 << 56)).bigEndian  // variant 10
-        )
-        return withUnsafeBytes(of: words) { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+        return UUID(version4Bits: high, low)
     }
 
     /// One step of xoshiro256** (Blackman and Vigna).
