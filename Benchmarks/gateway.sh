@@ -13,7 +13,7 @@ source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
 cd "$HABITFLOW_ROOT"
 
-"$HABITFLOW_ROOT/scripts/bootstrap"  # nghttpx (nghttp2-proxy)
+"$HABITFLOW_ROOT/scripts/bootstrap" nghttp2-proxy  # nghttpx
 scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
 for product in habitflow-auth habitflow-habits habitflow-gateway habitflow-healthcheck gateway-benchmark; do
     log "building $product (release)"
