@@ -229,9 +229,10 @@ if options.gatewayPID != nil || options.habitsPID != nil || options.proxyPID != 
             let cpu = round[mode.name]?.cpu ?? (0, 0, 0)
             spent = (spent.0 + cpu.0, spent.1 + cpu.1, spent.2 + cpu.2)
         }
+        let proxy = options.proxyPID == nil ? "" : String(format: ", nghttpx %.0f µs", spent.2 / calls * 1e6)
         print(
             String(
-                format: "CPU per call, %@: gateway %.0f µs, habits %.0f µs, nghttpx %.0f µs", mode.name,
-                spent.0 / calls * 1e6, spent.1 / calls * 1e6, spent.2 / calls * 1e6))
+                format: "CPU per call, %@: gateway %.0f µs, habits %.0f µs", mode.name, spent.0 / calls * 1e6,
+                spent.1 / calls * 1e6) + proxy)
     }
 }
