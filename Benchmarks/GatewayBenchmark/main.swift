@@ -189,13 +189,23 @@ func median(_ values: [Double]) -> Double {
     percentile(values.sorted(), 0.50)
 }
 
+/// One path's calls and the CPU seconds of the gateway, habits and the proxy, over all rounds.
+func totals(_ name: String, in rounds: [[String: RoundFigures]]) -> (calls: Int, cpu: (gateway: Double, habits: Double, proxy: Double)) {
+    var sum = (calls: 0, cpu: (gateway: 0.0, habits: 0.0, proxy: 0.0))
+    for figures in rounds.compactMap({ $0[name] }) {
+        sum.calls += figures.calls
+        sum.cpu = (sum.cpu.gateway + figures.cpu.gateway, sum.cpu.habits + figures.cpu.habits, sum.cpu.proxy + figures.cpu.proxy)
+    }
+    return sum
+}
+
 print("HabitsService/GetHabit, concurrency \(options.concurrency), \(options.rounds) × \(options.seconds) s per path")
 print("path      calls/s     p50 (µs)   p99 (µs)   (all rounds' calls together)")
 var pooledP50: [String: Double] = [:]
 var pooledP99: [String: Double] = [:]
 for mode in modes {
     let sorted = pooled[mode.name]!.sorted
-    let calls = rounds.reduce(0) { $0 + ($1[mode.name]?.calls ?? 0) }
+    let calls = totals(mode.name, in: rounds).calls
     pooledP50[mode.name] = percentile(sorted, 0.50)
     pooledP99[mode.name] = percentile(sorted, 0.99)
     print(
@@ -223,16 +233,12 @@ let addedP50 = median(addedPerRound("gateway", in: rounds))
 print("goal (the gateway adds < 1000 µs at p50, median of the rounds): \(addedP50 < 1000 ? "met" : "NOT met")")
 if options.gatewayPID != nil || options.habitsPID != nil || options.proxyPID != nil {
     for mode in modes {
-        let calls = Double(max(rounds.reduce(0) { $0 + ($1[mode.name]?.calls ?? 0) }, 1))
-        var spent = (0.0, 0.0, 0.0)
-        for round in rounds {
-            let cpu = round[mode.name]?.cpu ?? (0, 0, 0)
-            spent = (spent.0 + cpu.0, spent.1 + cpu.1, spent.2 + cpu.2)
-        }
-        let proxy = options.proxyPID == nil ? "" : String(format: ", nghttpx %.0f µs", spent.2 / calls * 1e6)
+        let (count, spent) = totals(mode.name, in: rounds)
+        let calls = Double(max(count, 1))
+        let proxy = options.proxyPID == nil ? "" : String(format: ", nghttpx %.0f µs", spent.proxy / calls * 1e6)
         print(
             String(
-                format: "CPU per call, %@: gateway %.0f µs, habits %.0f µs", mode.name, spent.0 / calls * 1e6,
-                spent.1 / calls * 1e6) + proxy)
+                format: "CPU per call, %@: gateway %.0f µs, habits %.0f µs", mode.name, spent.gateway / calls * 1e6,
+                spent.habits / calls * 1e6) + proxy)
     }
 }
