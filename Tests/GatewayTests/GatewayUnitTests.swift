@@ -253,6 +253,76 @@ import Testing
         }
     }
 
+    /// The event-loop path's admission decides only what the caches know, and then as the interceptor would.
+    @Test func admissionWithoutWaitingDecidesOnlyFromTheCaches() async throws {
+        let records = LogCapture()
+        let logger = Logger(label: "access-log") { _ in records }
+        let key = try SigningKey.generate()
+        let keys = AccessTokenKeys(refreshInterval: .seconds(300)) {
+            AccessTokenVerifier(issuer: "habitflow-auth", audience: "habitflow", keys: [key.verificationKey()])
+        }
+        let registry = PrometheusCollectorRegistry()
+        let interceptor = GatewayInterceptor(
+            logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: registry),
+            errorMapping: ErrorMappingServerInterceptor(logger: logger),
+            addressLimiter: RateLimiter(limit: .init(perSecond: 100, burst: 100)),
+            authenticator: Authenticator(
+                keys: keys,
+                sessions: SessionChecker(checkInterval: .seconds(30), grace: .seconds(30)) { caller in
+                    caller.sessionID == "revoked" ? .revoked : .active
+                }),
+            accountLimiter: RateLimiter(limit: .init(perSecond: 0.1, burst: 2)), metrics: GatewayMetrics(registry: registry))
+        func token(session: String) throws -> String {
+            try AccessTokenIssuer(signingKey: key, issuer: "habitflow-auth", audience: "habitflow")
+                .issue(subject: UUID().uuidString.lowercased(), sessionID: session, now: Date()).token
+        }
+        func call(_ method: String = "ListHabits", service: String = "habitflow.habits.v1.HabitsService", token: String?)
+            -> ServerContext
+        {
+            ServerContext(
+                method: MethodDescriptor(service: service, method: method),
+                requestMetadata: token.map { ["authorization": .text("Bearer \($0)")] } ?? [:], deadline: nil,
+                peer: "ipv4:198.51.100.7:40000")
+        }
+        func isUndecided(_ context: ServerContext) -> Bool {
+            if case .undecided = interceptor.admitWithoutWaiting(context) { return true }
+            return false
+        }
+        let active = try token(session: "active")
+
+        // Not known to the caches yet: undecided, and nothing was done for the call.
+        let first = call(token: active)
+        #expect(isUndecided(first))
+        #expect(first.initialMetadata["x-request-id"] == nil)
+        // No token, or a method that needs none: always the interceptor's.
+        #expect(isUndecided(call(token: nil)))
+        #expect(isUndecided(call("Login", service: "habitflow.auth.v1.AuthService", token: active)))
+
+        // The interceptor authenticates the first call (one of the account's two tokens)...
+        try await interceptor.intercept(context: first) {}
+        // ...and the caches admit the next, as the interceptor would, with a request id (another token)...
+        let second = call(token: active)
+        guard case .admitted(let info) = interceptor.admitWithoutWaiting(second) else {
+            Issue.record("a cached token of an active session is admitted")
+            return
+        }
+        #expect(info.caller?.sessionID == "active")
+        #expect(info.clientAddress == "198.51.100.7")
+        #expect(second.initialMetadata["x-request-id"] == info.requestID)
+        // ...and refuse the third by the account's limit, naming the user.
+        guard case .refused(let refusedInfo, let error) = interceptor.admitWithoutWaiting(call(token: active)) else {
+            Issue.record("the account's limit refuses the third call")
+            return
+        }
+        #expect(error.code == .resourceExhausted)
+        #expect(refusedInfo.caller?.sessionID == "active")
+
+        // A revoked session is cached as revoked: the caches never admit it, so the interceptor refuses it.
+        let revoked = try token(session: "revoked")
+        await #expect(throws: RPCError.self) { try await interceptor.intercept(context: call(token: revoked)) {} }
+        #expect(isUndecided(call(token: revoked)))
+    }
+
     @Test func unexpectedHandlerErrorsAreMappedToInternal() async throws {
         let records = LogCapture()
         let logger = Logger(label: "access-log") { _ in records }

@@ -17,8 +17,10 @@ private struct ProxiedBackend {
     let proxy: RPCServer
     let backendChannel: RPCChannel
     let client: RPCChannel
-    /// What the prepare hook saw, one entry per forwarded call.
+    /// What the prepare hook (or the fast path's `decide`) saw, one entry per forwarded call.
     let prepared: Shared<[String]>
+    /// How the fast path's calls ended, as its `ended` hook saw them (`OK` or the error's code).
+    let fastPathEnds: Shared<[RPCStatusCode]>
 
     static let probeSchema = ServiceSchema(
         name: "test.ClientProbe",
@@ -30,8 +32,10 @@ private struct ProxiedBackend {
             MethodSchema(descriptor: ProbeService.headersFirst, kind: .serverStreaming),
         ])
 
+    /// - Parameter fastPath: unary calls take the event-loop path (``EventLoopUnaryForwarder``), shaped like the
+    ///   others; `decide` declines calls with `x-take-general-path` and refuses calls with `x-refuse`.
     static func start(
-        configureBackend: (inout RPCServerConfiguration) -> Void = { _ in }
+        fastPath: Bool = false, configureBackend: (inout RPCServerConfiguration) -> Void = { _ in }
     ) async throws -> ProxiedBackend {
         let probe = ServerProbe()
         let backend = try await startServer(probe: probe, configure: configureBackend)
@@ -39,24 +43,48 @@ private struct ProxiedBackend {
         let testService = try ServiceSchema.load(
             Grpc_Testing_TestService.name, fromDescriptorSets: [GRPCInteropTestingDescriptorSet.base64])
         let prepared = Shared<[String]>([])
-        let prepare: ForwardingService.PrepareCall = { method, _, options in
+        let fastPathEnds = Shared<[RPCStatusCode]>([])
+        @Sendable func shape(_ method: MethodSchema, _ options: inout CallOptions) {
             prepared.update { $0.append(method.descriptor.method) }
             options.metadata.removeAll("authorization")
             options.metadata.add("x-forwarded-by", "proxy")
+        }
+        let prepare: ForwardingService.PrepareCall = { method, _, options in shape(method, &options) }
+        let unaryForwarders: ForwardingService.UnaryForwarders = { method in
+            guard fastPath else { return nil }
+            return EventLoopUnaryForwarder(method: method, channel: backendChannel) { context in
+                if context.requestMetadata["x-take-general-path"] != nil { return .decline }
+                if context.requestMetadata["x-refuse"] != nil {
+                    return .refuse(RPCError(.permissionDenied, "refused on the fast path"))
+                }
+                var options = CallOptions.forwarding(method, from: context)
+                shape(method, &options)
+                return .forward(options) { outcome in
+                    fastPathEnds.update { ends in
+                        switch outcome {
+                        case .success: ends.append(.ok)
+                        case .failure(let error): ends.append((error as? RPCError)?.code ?? .unknown)
+                        }
+                    }
+                    return outcome
+                }
+            }
         }
         var configuration = RPCServerConfiguration(host: "127.0.0.1", port: 0)
         configuration.maxReceiveMessageSize = 16 << 20
         let proxy = RPCServer(
             configuration: configuration,
             services: [
-                ForwardingService(schema: testService, transport: backendChannel, prepare: prepare),
-                ForwardingService(schema: probeSchema, transport: backendChannel, prepare: prepare),
+                ForwardingService(
+                    schema: testService, transport: backendChannel, unaryForwarders: unaryForwarders, prepare: prepare),
+                ForwardingService(
+                    schema: probeSchema, transport: backendChannel, unaryForwarders: unaryForwarders, prepare: prepare),
             ],
             logger: quietLogger)
         try await proxy.start()
         return ProxiedBackend(
             backend: backend, probe: probe, proxy: proxy, backendChannel: backendChannel,
-            client: try makeChannel(ports: [proxy.port]), prepared: prepared)
+            client: try makeChannel(ports: [proxy.port]), prepared: prepared, fastPathEnds: fastPathEnds)
     }
 
     func stop() async {
@@ -82,18 +110,21 @@ private struct ProxiedBackend {
         }
     }
 
-    @Test func allFourKindsPassThrough() async throws {
-        let proxied = try await ProxiedBackend.start()
+    @Test(arguments: [false, true]) func allFourKindsPassThrough(fastPath: Bool) async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: fastPath)
         let client = Grpc_Testing_TestService.Client(transport: proxied.client)
 
         try await exerciseAllFourKinds(client)
         #expect(
             proxied.prepared.value == ["UnaryCall", "EmptyCall", "StreamingOutputCall", "StreamingInputCall", "FullDuplexCall"])
+        // EmptyCall takes the fast path. UnaryCall's 271 KB request spans several reads, so its handler starts
+        // before the request is in: it takes the general path, like the streaming calls.
+        #expect(proxied.fastPathEnds.value == (fastPath ? [.ok] : []))
         await proxied.stop()
     }
 
-    @Test func metadataBothWaysWithoutHopByHopFields() async throws {
-        let proxied = try await ProxiedBackend.start()
+    @Test(arguments: [false, true]) func metadataBothWaysWithoutHopByHopFields(fastPath: Bool) async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: fastPath)
         let client = Grpc_Testing_TestService.Client(transport: proxied.client)
         var options = CallOptions()
         options.metadata.add("x-grpc-test-echo-initial", "test_initial_metadata_value")
@@ -144,8 +175,8 @@ private struct ProxiedBackend {
         await proxied.stop()
     }
 
-    @Test func statusDetailsAndTrailersUnchanged() async throws {
-        let proxied = try await ProxiedBackend.start()
+    @Test(arguments: [false, true]) func statusDetailsAndTrailersUnchanged(fastPath: Bool) async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: fastPath)
         func failure(through channel: RPCChannel) async -> RPCError? {
             do {
                 _ = try await channel.unary(
@@ -187,8 +218,8 @@ private struct ProxiedBackend {
         await proxied.stop()
     }
 
-    @Test func compressedResponsesStayCompressed() async throws {
-        let proxied = try await ProxiedBackend.start()
+    @Test(arguments: [false, true]) func compressedResponsesStayCompressed(fastPath: Bool) async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: fastPath)
         let request = Grpc_Testing_StreamingOutputCallRequest.with {
             $0.responseParameters = [
                 .with { $0.size = 4096; $0.compressed = .with { $0.value = true } },
@@ -208,8 +239,8 @@ private struct ProxiedBackend {
         await proxied.stop()
     }
 
-    @Test func deadlineIsTheRemainingBudget() async throws {
-        let proxied = try await ProxiedBackend.start()
+    @Test(arguments: [false, true]) func deadlineIsTheRemainingBudget(fastPath: Bool) async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: fastPath)
         // The backend is given what is left of the client's budget, not a fresh one.
         _ = try await proxied.client.unary(
             ProbeService.sleep, Google_Protobuf_Int64Value(0), options: CallOptions(timeout: .seconds(20)),
@@ -232,8 +263,8 @@ private struct ProxiedBackend {
         await proxied.stop()
     }
 
-    @Test func clientCancellationReachesTheBackend() async throws {
-        let proxied = try await ProxiedBackend.start()
+    @Test(arguments: [false, true]) func clientCancellationReachesTheBackend(fastPath: Bool) async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: fastPath)
         let channel = proxied.client
         let call = Task {
             try await channel.unary(
@@ -248,9 +279,11 @@ private struct ProxiedBackend {
         await proxied.stop()
     }
 
-    @Test func backendCancellationReachesTheClient() async throws {
+    @Test(arguments: [false, true]) func backendCancellationReachesTheClient(fastPath: Bool) async throws {
         // The backend's grace period runs out during shutdown: it resets the call (RST_STREAM CANCEL).
-        let proxied = try await ProxiedBackend.start { $0.connectionManagement.gracePeriod = .milliseconds(200) }
+        let proxied = try await ProxiedBackend.start(fastPath: fastPath) {
+            $0.connectionManagement.gracePeriod = .milliseconds(200)
+        }
         let channel = proxied.client
         let call = Task {
             try await channel.unary(
@@ -264,8 +297,55 @@ private struct ProxiedBackend {
         await proxied.stop()
     }
 
-    @Test func requestStreamFromTheClientIsRelayedInOrder() async throws {
-        let proxied = try await ProxiedBackend.start()
+    @Test func fastPathDeclinesAndRefuses() async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: true)
+        let empty = Google_Protobuf_Empty()
+        // Declined: the general path forwards it (its prepare hook runs), not the fast path's end hook.
+        var declined = CallOptions()
+        declined.metadata.add("x-take-general-path", "1")
+        _ = try await proxied.client.unary(
+            ProbeService.metadata, empty, options: declined, responseType: Google_Protobuf_StringValue.self)
+        #expect(proxied.prepared.value == ["Metadata"])
+        #expect(proxied.fastPathEnds.value.isEmpty)
+        // Refused: the client gets decide's error; nothing reaches the backend.
+        var refused = CallOptions()
+        refused.metadata.add("x-refuse", "1")
+        let error = await #expect(throws: RPCError.self) {
+            _ = try await proxied.client.unary(
+                ProbeService.metadata, empty, options: refused, responseType: Google_Protobuf_StringValue.self)
+        }
+        #expect(error?.code == .permissionDenied)
+        #expect(error?.message == "refused on the fast path")
+        #expect(proxied.prepared.value == ["Metadata"])
+        // Taken: forwarded and ended through the hook.
+        _ = try await proxied.client.unary(
+            ProbeService.metadata, empty, options: CallOptions(), responseType: Google_Protobuf_StringValue.self)
+        #expect(proxied.prepared.value == ["Metadata", "Metadata"])
+        #expect(proxied.fastPathEnds.value == [.ok])
+        await proxied.stop()
+    }
+
+    @Test func fastPathWithTheBackendDownAnswersUnavailable() async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: true)
+        let empty = Google_Protobuf_Empty()
+        _ = try await proxied.client.unary(
+            ProbeService.metadata, empty, options: CallOptions(), responseType: Google_Protobuf_StringValue.self)
+        await proxied.backend.shutdown()
+        // No connection is ready on the loop any more: the call continues in a task, which finds the backend gone.
+        let started = ContinuousClock.now
+        let error = await #expect(throws: RPCError.self) {
+            _ = try await proxied.client.unary(
+                ProbeService.metadata, empty, options: CallOptions(timeout: .seconds(20)),
+                responseType: Google_Protobuf_StringValue.self)
+        }
+        #expect(error?.code == .unavailable)
+        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(proxied.fastPathEnds.value == [.ok, .unavailable])
+        await proxied.stop()
+    }
+
+    @Test(arguments: [false, true]) func requestStreamFromTheClientIsRelayedInOrder(fastPath: Bool) async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: fastPath)
         let client = Grpc_Testing_TestService.Client(transport: proxied.client)
         // Half duplex: the backend answers only after the client half-closed, which must travel through too.
         let requests = (1...20).map { size in

@@ -39,6 +39,15 @@ final class Authenticator: Sendable {
         return caller
     }
 
+    /// The caller, when the caches alone show a valid token of an active session: what a call admitted without
+    /// waiting needs (`nil`: ``authenticate(_:now:)`` has to decide, and may have to wait).
+    func cachedActiveCaller(_ metadata: Metadata, now: Date = Date()) -> AuthenticatedCaller? {
+        guard let token = Self.bearerToken(in: metadata), let caller = verified.caller(for: token, now: now),
+            sessions.knownState(of: caller) == .active
+        else { return nil }
+        return caller
+    }
+
     /// The caller a token names, once its signature and claims check out (remembered, see ``VerifiedTokens``).
     private func verify(_ token: String, now: Date) async throws(RPCError) -> AuthenticatedCaller {
         var verifier = try await keys.current()
@@ -255,6 +264,14 @@ final class SessionChecker: Sendable {
 
     /// Returns when the caller's session is active; `UNAUTHENTICATED` when it is not, `UNAVAILABLE` when auth cannot
     /// say and the last answer is older than the grace period.
+    /// The session's state as auth said it less than `checkInterval` ago; `nil` when it has to be asked.
+    func knownState(of caller: AuthenticatedCaller, now: ContinuousClock.Instant = .now) -> SessionState? {
+        guard let cached = state.withLock({ $0.entries[caller] }), now - cached.checkedAt < checkInterval else {
+            return nil
+        }
+        return cached.state
+    }
+
     func requireActive(_ caller: AuthenticatedCaller, now: ContinuousClock.Instant = .now) async throws(RPCError) {
         let cached = state.withLock { $0.entries[caller] }
         let sessionState: SessionState

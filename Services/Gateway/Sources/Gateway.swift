@@ -60,14 +60,27 @@ public final class Gateway: ServiceProcess {
             try await checkSession(caller, with: authInternal)
         }
 
+        let interceptor = GatewayInterceptor(
+            logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: registry),
+            errorMapping: ErrorMappingServerInterceptor(logger: logger),
+            addressLimiter: RateLimiter(limit: configuration.addressRateLimit),
+            authenticator: Authenticator(keys: keys, sessions: sessions),
+            accountLimiter: RateLimiter(limit: configuration.accountRateLimit), metrics: metrics)
         var services: [any RPCService] = []
         for route in GatewayRoutes.forwarded {
             let schema = try ServiceSchema.load(route.service, fromDescriptorSets: [route.descriptorSet])
+            let owner = try channel(to: route.owner)
             // The gateway signs forwarded calls itself (it knows the caller): the channel's interceptor, which
             // would take the identity back out of the metadata, is skipped.
             services.append(
-                ForwardingService(schema: schema, transport: try channel(to: route.owner).bypassingInterceptors) {
-                    method, _, options in
+                ForwardingService(
+                    schema: schema, transport: owner.bypassingInterceptors,
+                    unaryForwarders: { method in
+                        unaryForwarder(
+                            method, channel: owner, interceptor: interceptor, credential: credential,
+                            defaultTimeout: configuration.defaultTimeout)
+                    }
+                ) { method, _, options in
                     prepareForwardedCall(
                         &options, method: method.descriptor, credential: credential,
                         defaultTimeout: configuration.defaultTimeout)
@@ -90,14 +103,7 @@ public final class Gateway: ServiceProcess {
         serverConfiguration.maxReceiveMessageSize = configuration.maxMessageSize
         let server = RPCServer(
             configuration: serverConfiguration, services: services,
-            interceptors: [
-                GatewayInterceptor(
-                    logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: registry),
-                    errorMapping: ErrorMappingServerInterceptor(logger: logger),
-                    addressLimiter: RateLimiter(limit: configuration.addressRateLimit),
-                    authenticator: Authenticator(keys: keys, sessions: sessions),
-                    accountLimiter: RateLimiter(limit: configuration.accountRateLimit), metrics: metrics)
-            ],
+            interceptors: [interceptor],
             logger: logger)
 
         let metricsEndpoint: MetricsEndpoint?
@@ -182,9 +188,9 @@ public final class Gateway: ServiceProcess {
     /// added, and the call is signed for the caller's identity (the user the gateway authenticated, if any, and the
     /// client's address).
     static func prepareForwardedCall(
-        _ options: inout CallOptions, method: MethodDescriptor, credential: InternalCredential, defaultTimeout: Duration
+        _ options: inout CallOptions, method: MethodDescriptor, credential: InternalCredential, defaultTimeout: Duration,
+        info: GatewayCallInfo? = GatewayCallInfo.current
     ) {
-        let info = GatewayCallInfo.current
         // One pass over the metadata: it runs for every forwarded call.
         options.metadata.removeAll { key in
             key == "authorization" || key.hasPrefix("x-habitflow-") || (info != nil && key == GatewayCallInfo.requestIDKey)

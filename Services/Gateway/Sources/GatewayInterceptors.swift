@@ -121,34 +121,37 @@ struct GatewayInterceptor: ServerInterceptor {
             requestID: GatewayCallInfo.requestID(from: context.requestMetadata),
             clientAddress: GatewayCallInfo.clientAddress(fromPeer: context.peer))
         context.addInitialMetadata(GatewayCallInfo.requestIDKey, info.requestID)
-        var code = RPCStatusCode.ok
-        defer {
-            let elapsed = ContinuousClock.now - start
-            rpcMetrics.record(context.method, code: code, duration: elapsed)
-            logCall(context, info: info, code: code, elapsed: elapsed)
-        }
         do {
             try await admit(context, &info)
             try await GatewayCallInfo.$current.withValue(info) { try await next() }
         } catch {
-            let mapped = errorMapping.mapped(error, method: context.method)
-            code = RPCStatusCode(endingWith: mapped)
-            throw mapped
+            throw failed(context, info: info, startedAt: start, error: error)
         }
+        ended(context, info: info, startedAt: start, code: .ok)
+    }
+
+    /// A call that failed with `error`: the error mapped to what a client may see, the call counted and logged.
+    /// Returns the mapped error.
+    func failed(
+        _ context: ServerContext, info: GatewayCallInfo, startedAt start: ContinuousClock.Instant, error: any Error
+    ) -> any Error {
+        let mapped = errorMapping.mapped(error, method: context.method)
+        ended(context, info: info, startedAt: start, code: RPCStatusCode(endingWith: mapped))
+        return mapped
+    }
+
+    /// Every call's end: counted in the per-RPC metrics and written to the access log.
+    func ended(_ context: ServerContext, info: GatewayCallInfo, startedAt start: ContinuousClock.Instant, code: RPCStatusCode) {
+        let elapsed = ContinuousClock.now - start
+        rpcMetrics.record(context.method, code: code, duration: elapsed)
+        logCall(context, info: info, code: code, elapsed: elapsed)
     }
 
     /// The rate limits and authentication; sets `info.caller` for authenticated calls (also when the account's
     /// limit then refuses the call, so the access log names the user).
     private func admit(_ context: ServerContext, _ info: inout GatewayCallInfo) async throws {
         let method = context.method
-        if method.service != GatewayRoutes.healthService,
-            case .limited(let retryAfter) = addressLimiter.acquire(info.clientAddress)
-        {
-            metrics.rateLimited(scope: "address")
-            throw RPCError.resourceExhausted(
-                "too many calls from this address; retry in \(retryAfter.roundedUpToMilliseconds) ms",
-                retryAfter: retryAfter)
-        }
+        try checkAddressLimit(info, method: method)
         if PublicAPI.unauthenticatedMethods.contains(method.path) || GatewayRoutes.sideServices.contains(method.service) {
             return
         }
@@ -160,12 +163,58 @@ struct GatewayInterceptor: ServerInterceptor {
             throw error
         }
         info.caller = caller
-        if case .limited(let retryAfter) = accountLimiter.acquire(caller.userID) {
-            metrics.rateLimited(scope: "account")
-            throw RPCError.resourceExhausted(
-                "too many calls for this account; retry in \(retryAfter.roundedUpToMilliseconds) ms",
-                retryAfter: retryAfter)
+        try checkAccountLimit(caller)
+    }
+
+    /// How ``admitWithoutWaiting(_:)`` decided.
+    enum ImmediateAdmission {
+        /// Forward the call (its request id is in the response headers already).
+        case admitted(GatewayCallInfo)
+        /// End the call with this error (a rate limit refused it).
+        case refused(GatewayCallInfo, RPCError)
+        /// Only ``intercept(context:next:)`` can decide (nothing was done for the call): a method that needs no
+        /// token, or a token or session the caches do not know.
+        case undecided
+    }
+
+    /// What ``intercept(context:next:)`` would decide before the handler, when the caches decide it alone: for the
+    /// gateway's event-loop path (``Gateway/unaryForwarder(_:channel:interceptor:credential:defaultTimeout:)``),
+    /// which cannot wait.
+    func admitWithoutWaiting(_ context: ServerContext) -> ImmediateAdmission {
+        let method = context.method
+        guard !PublicAPI.unauthenticatedMethods.contains(method.path),
+            !GatewayRoutes.sideServices.contains(method.service),
+            let caller = authenticator.cachedActiveCaller(context.requestMetadata)
+        else { return .undecided }
+        var info = GatewayCallInfo(
+            requestID: GatewayCallInfo.requestID(from: context.requestMetadata),
+            clientAddress: GatewayCallInfo.clientAddress(fromPeer: context.peer))
+        context.addInitialMetadata(GatewayCallInfo.requestIDKey, info.requestID)
+        do {
+            try checkAddressLimit(info, method: method)
+            info.caller = caller
+            try checkAccountLimit(caller)
+        } catch {
+            return .refused(info, error)
         }
+        return .admitted(info)
+    }
+
+    /// The per-client-address limit (health checks are exempt).
+    private func checkAddressLimit(_ info: GatewayCallInfo, method: MethodDescriptor) throws(RPCError) {
+        guard method.service != GatewayRoutes.healthService,
+            case .limited(let retryAfter) = addressLimiter.acquire(info.clientAddress)
+        else { return }
+        metrics.rateLimited(scope: "address")
+        throw RPCError.resourceExhausted(
+            "too many calls from this address; retry in \(retryAfter.roundedUpToMilliseconds) ms", retryAfter: retryAfter)
+    }
+
+    private func checkAccountLimit(_ caller: AuthenticatedCaller) throws(RPCError) {
+        guard case .limited(let retryAfter) = accountLimiter.acquire(caller.userID) else { return }
+        metrics.rateLimited(scope: "account")
+        throw RPCError.resourceExhausted(
+            "too many calls for this account; retry in \(retryAfter.roundedUpToMilliseconds) ms", retryAfter: retryAfter)
     }
 
     private func logCall(_ context: ServerContext, info: GatewayCallInfo, code: RPCStatusCode, elapsed: Duration) {

@@ -80,10 +80,11 @@ final class ClientCall: ClientCallStream {
         let (attempts, committed, ended) = state.withLock { ($0.attempts, $0.committed, $0.end != nil) }
         guard request.singleRequest != nil, !committed, !ended, attempts < policy.maxAttempts else { return nil }
         var delay = Duration.zero
+        guard RetryRule.allowsAttempt(after: error, processed: processed, idempotent: details.options.idempotent == true)
+        else { return nil }
         if processed {
-            // Only UNAVAILABLE, only idempotent calls, only within the channel's budget.
-            guard error.code == .unavailable, details.options.idempotent == true, channel.throttle.recordFailure()
-            else { return nil }
+            // Only within the channel's budget.
+            guard channel.throttle.recordFailure() else { return nil }
             let ceiling = min(
                 policy.initialBackoff.seconds * pow(policy.backoffMultiplier, Double(attempts - 1)),
                 policy.maxBackoff.seconds)

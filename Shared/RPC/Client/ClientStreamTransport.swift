@@ -27,6 +27,16 @@ final class ClientStreamTransport: Sendable {
     let request: ClientRequest
     private let lowWatermark: Int
     private let state = Mutex(State())
+    /// Where the parts go instead of the queue, for a call forwarded on the event loop (see
+    /// ``RPCChannel/forwardOnCurrentEventLoop(_:options:request:to:)``).
+    private let receiver: ForwardedReceiver?
+
+    struct ForwardedReceiver {
+        let receiver: any ForwardedResponseReceiver
+        let idempotent: Bool
+        /// The channel's retry budget, which successes replenish.
+        let throttle: RetryThrottle
+    }
 
     private struct State {
         var parts = CircularBuffer<ResponsePart>(initialCapacity: 2)
@@ -35,12 +45,18 @@ final class ClientStreamTransport: Sendable {
         var streamID: Int32?
         /// The connection holds back flow-control credit until the queue drains below the low watermark.
         var creditWithheld = false
+        /// Response headers were delivered: the call is committed to this attempt (no retry).
+        var headersDelivered = false
     }
 
-    init(connection: NIOLoopBound<ClientConnectionHandler>, request: ClientRequest, responseQueueHighWatermark: Int) {
+    init(
+        connection: NIOLoopBound<ClientConnectionHandler>, request: ClientRequest, responseQueueHighWatermark: Int,
+        forwardingTo receiver: ForwardedReceiver? = nil
+    ) {
         self.connection = connection
         self.request = request
         self.lowWatermark = max(responseQueueHighWatermark / 2, 1)
+        self.receiver = receiver
     }
 
     // MARK: Called by the connection, on its event loop
@@ -53,6 +69,10 @@ final class ClientStreamTransport: Sendable {
     /// Queues a part; returns how many messages are now waiting (for flow-control decisions).
     @discardableResult
     func deliver(_ part: ResponsePart) -> Int {
+        if let receiver {
+            forward(part, to: receiver)
+            return 0
+        }
         let (waiter, queued) = state.withLock { state -> (UnsafeContinuation<ResponsePart, Never>?, Int) in
             guard !state.ended else { return (nil, 0) }
             if case .end = part { state.ended = true }
@@ -71,6 +91,7 @@ final class ClientStreamTransport: Sendable {
 
     /// Ends the attempt with an error, dropping messages not yet read (cancellation, deadline, lost connection).
     func fail(_ error: RPCError, processed: Bool = true) {
+        if let receiver { return forward(.end(.failed(error, processed: processed)), to: receiver) }
         let waiter = state.withLock { state -> UnsafeContinuation<ResponsePart, Never>? in
             guard !state.ended else { return nil }
             state.ended = true
@@ -84,6 +105,32 @@ final class ClientStreamTransport: Sendable {
 
     func withholdCredit() {
         state.withLock { $0.creditWithheld = true }
+    }
+
+    /// A part of a forwarded call, straight to its receiver; nothing after the end.
+    private func forward(_ part: ResponsePart, to forwarded: ForwardedReceiver) {
+        let (ended, committed) = state.withLock { state -> (Bool, Bool) in
+            let ended = state.ended
+            switch part {
+            case .end: state.ended = true
+            case .headers: state.headersDelivered = true
+            case .message: break
+            }
+            return (ended, state.headersDelivered)
+        }
+        guard !ended else { return }
+        switch part {
+        case .headers(let metadata):
+            forwarded.receiver.receiveHeaders(metadata)
+        case .message(let message):
+            forwarded.receiver.receiveMessage(message)
+        case .end(.ok(let trailers)):
+            forwarded.throttle.recordSuccess()
+            forwarded.receiver.receiveEnd(.success(trailers), retryable: false)
+        case .end(.failed(let error, let processed)):
+            let retryable = !committed && RetryRule.allowsAttempt(after: error, processed: processed, idempotent: forwarded.idempotent)
+            forwarded.receiver.receiveEnd(.failure(error), retryable: retryable)
+        }
     }
 
     // MARK: Called by the call, from any task
@@ -144,6 +191,15 @@ final class ClientStreamTransport: Sendable {
     private func releaseFlowControlCredit() {
         let connection = self.connection
         connection.eventLoop.executeOrRunNow { connection.value.releaseResponseCredit(on: self) }
+    }
+}
+
+/// Which failed attempts a call may repeat: one the server never saw (refused, or above a GOAWAY's last stream
+/// id), any call; one it saw, only an idempotent call that failed `UNAVAILABLE`. (Budget, backoff and deadline are
+/// the caller's to check.)
+enum RetryRule {
+    static func allowsAttempt(after error: RPCError, processed: Bool, idempotent: Bool) -> Bool {
+        !processed || (error.code == .unavailable && idempotent)
     }
 }
 

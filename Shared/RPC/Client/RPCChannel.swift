@@ -85,6 +85,29 @@ public final class RPCChannel: RPCClientTransport {
         return call
     }
 
+    /// Starts a unary call on a ready connection on the caller's event loop, its response going to `receiver` on that
+    /// loop as it arrives: no task, no client call object, no thread hop (a gateway's fast path). No interceptors run
+    /// and nothing is retried here (`receiver` learns when a retry would be allowed). `nil`, with nothing sent, when
+    /// the caller is not on an event loop or the connection the channel would pick is not ready there.
+    public func forwardOnCurrentEventLoop(
+        _ method: MethodDescriptor, options: CallOptions, request: ByteBuffer, to receiver: any ForwardedResponseReceiver
+    ) -> ForwardedCall? {
+        guard let current = MultiThreadedEventLoopGroup.currentEventLoop, let connection = pickReadyConnection(),
+            connection.eventLoop === current
+        else { return nil }
+        let attempt = ClientStreamTransport(
+            connection: connection.handler,
+            request: ClientRequest(
+                method: method, metadata: options.metadata, deadline: options.effectiveDeadline(startingAt: .now),
+                compression: options.compression,
+                maxReceiveMessageSize: options.maxReceiveMessageSize ?? configuration.maxReceiveMessageSize,
+                singleRequest: request),
+            responseQueueHighWatermark: configuration.responseQueueHighWatermark,
+            forwardingTo: .init(receiver: receiver, idempotent: options.idempotent == true, throttle: throttle))
+        connection.handler.value.open(attempt)
+        return ForwardedCall(attempt: attempt)
+    }
+
     /// Connects to every target now rather than on the first call; succeeds when at least one connection is ready.
     public func connect() async throws {
         _ = try await pickConnection(deadline: .now + configuration.connectTimeout)
@@ -103,24 +126,7 @@ public final class RPCChannel: RPCClientTransport {
 
     /// A ready connection, round-robin over the ready ones; when none is ready, the first to finish connecting.
     func pickConnection(deadline: ContinuousClock.Instant?) async throws -> ClientConnection {
-        // One target: round-robin has nothing to balance, and the ready connection on the caller's loop is what the
-        // general path below ends up with anyway; found without listing the ready ones (every call comes here).
-        if configuration.targets.count == 1, let current = MultiThreadedEventLoopGroup.currentEventLoop {
-            for subchannel in subchannels where subchannel.eventLoop === current {
-                if let connection = subchannel.readyConnection() { return connection }
-            }
-        }
-        // Round-robin over the ready connections only: skipping to the next one after an unready one would give
-        // that next one twice its share. (Idle subchannels start connecting as a side effect.)
-        var ready: [ClientConnection] = []
-        ready.reserveCapacity(subchannels.count)
-        for subchannel in subchannels {
-            if let connection = subchannel.readyConnection() { ready.append(connection) }
-        }
-        if !ready.isEmpty {
-            let picked = ready[nextPick.wrappingAdd(1, ordering: .relaxed).oldValue % ready.count]
-            return Self.sameTargetOnCurrentEventLoop(as: picked, among: ready) ?? picked
-        }
+        if let ready = pickReadyConnection() { return ready }
         let attempts = subchannels.map { $0.connect() }
         let race = ConnectionRace(count: attempts.count)
         let eventLoop = group.next()
@@ -145,6 +151,28 @@ public final class RPCChannel: RPCClientTransport {
 }
 
 extension RPCChannel {
+    /// A ready connection, round-robin over the ready ones (preferring one to the same target on the caller's loop);
+    /// `nil` when none is ready.
+    fileprivate func pickReadyConnection() -> ClientConnection? {
+        // One target: round-robin has nothing to balance, and the ready connection on the caller's loop is what the
+        // general path below ends up with anyway; found without listing the ready ones (every call comes here).
+        if configuration.targets.count == 1, let current = MultiThreadedEventLoopGroup.currentEventLoop {
+            for subchannel in subchannels where subchannel.eventLoop === current {
+                if let connection = subchannel.readyConnection() { return connection }
+            }
+        }
+        // Round-robin over the ready connections only: skipping to the next one after an unready one would give
+        // that next one twice its share. (Idle subchannels start connecting as a side effect.)
+        var ready: [ClientConnection] = []
+        ready.reserveCapacity(subchannels.count)
+        for subchannel in subchannels {
+            if let connection = subchannel.readyConnection() { ready.append(connection) }
+        }
+        guard !ready.isEmpty else { return nil }
+        let picked = ready[nextPick.wrappingAdd(1, ordering: .relaxed).oldValue % ready.count]
+        return Self.sameTargetOnCurrentEventLoop(as: picked, among: ready) ?? picked
+    }
+
     /// How many event loops the shared group (the default of channels and servers) has, one per core. As
     /// ``RPCChannelConfiguration/connectionsPerTarget`` it gives each loop its own connection to every target, so
     /// that server handlers calling through the channel never change threads.
@@ -160,6 +188,16 @@ extension RPCChannel {
     ) -> ClientConnection? {
         guard let current = MultiThreadedEventLoopGroup.currentEventLoop, picked.eventLoop !== current else { return nil }
         return ready.first { $0.eventLoop === current && $0.target == picked.target }
+    }
+}
+
+/// A call started with ``RPCChannel/forwardOnCurrentEventLoop(_:options:request:to:)``.
+public struct ForwardedCall: Sendable {
+    fileprivate let attempt: ClientStreamTransport
+
+    /// RST_STREAM(CANCEL) to the server and a `CANCELLED` end to the receiver, unless the call ended already.
+    public func cancel() {
+        attempt.cancel()
     }
 }
 

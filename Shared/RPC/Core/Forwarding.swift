@@ -1,3 +1,5 @@
+public import NIOCore
+
 /// Serves a service by passing every call on to another server, without decoding its messages: what a gateway
 /// registers for each public service it fronts.
 ///
@@ -22,21 +24,32 @@ public struct ForwardingService: RPCService {
         _ method: MethodSchema, _ context: ServerContext, _ options: inout CallOptions
     ) async throws -> Void
 
+    /// The event-loop fast path of a unary method, if it has one (see ``UnaryCallForwarder``).
+    public typealias UnaryForwarders = @Sendable (_ method: MethodSchema) -> (any UnaryCallForwarder)?
+
     public let schema: ServiceSchema
     private let transport: any RPCClientTransport
+    private let unaryForwarders: UnaryForwarders
     private let prepare: PrepareCall
 
-    public init(schema: ServiceSchema, transport: any RPCClientTransport, prepare: @escaping PrepareCall = { _, _, _ in })
-    {
+    public init(
+        schema: ServiceSchema, transport: any RPCClientTransport, unaryForwarders: @escaping UnaryForwarders = { _ in nil },
+        prepare: @escaping PrepareCall = { _, _, _ in }
+    ) {
         self.schema = schema
         self.transport = transport
+        self.unaryForwarders = unaryForwarders
         self.prepare = prepare
     }
 
     public var serviceName: String { schema.name }
 
     public var methods: [ServerMethod] {
-        schema.methods.map { ServerMethod.forwarding($0, to: transport, prepare: prepare) }
+        schema.methods.map { schema in
+            var method = ServerMethod.forwarding(schema, to: transport, prepare: prepare)
+            if schema.kind == .unary { method.unaryForwarder = unaryForwarders(schema) }
+            return method
+        }
     }
 }
 
@@ -51,9 +64,8 @@ extension ServerMethod {
             try await prepare(method, context, &options)
             if method.kind.hasSingleRequest {
                 let request = try await receiveSingleMessage(context: context, transport: incoming)
-                let call = try await transport.startCall(method.descriptor, options: options, singleRequest: request.payload)
-                defer { call.cancel() }
-                try await relayResponses(of: call, to: incoming, context: context, streamed: method.kind == .serverStreaming)
+                try await ForwardingService.relay(
+                    method, request: request.payload, options: options, over: transport, to: incoming, context: context)
             } else {
                 let call = try await transport.startCall(method.descriptor, options: options, singleRequest: nil)
                 defer { call.cancel() }
@@ -65,6 +77,19 @@ extension ServerMethod {
                 }
             }
         }
+    }
+}
+
+extension ForwardingService {
+    /// Passes on a unary or server-streaming call whose request is in hand and whose options are shaped: what a
+    /// forwarding method does after `prepare`, and how a ``UnaryCallForwarder`` continues a call in a task.
+    public static func relay(
+        _ method: MethodSchema, request: ByteBuffer, options: CallOptions, over transport: any RPCClientTransport,
+        to incoming: any ServerCallTransport, context: ServerContext
+    ) async throws {
+        let call = try await transport.startCall(method.descriptor, options: options, singleRequest: request)
+        defer { call.cancel() }
+        try await relayResponses(of: call, to: incoming, context: context, streamed: method.kind == .serverStreaming)
     }
 }
 

@@ -42,6 +42,8 @@ public struct ServerMethod: Sendable {
     public let descriptor: MethodDescriptor
     public let kind: RPCKind
     public let run: @Sendable (_ context: ServerContext, _ transport: any ServerCallTransport) async throws -> Void
+    /// A unary method's event-loop fast path, tried before `run` (see ``UnaryCallForwarder``).
+    public var unaryForwarder: (any UnaryCallForwarder)?
 
     public init(
         descriptor: MethodDescriptor, kind: RPCKind,

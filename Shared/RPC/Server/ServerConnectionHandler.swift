@@ -291,13 +291,20 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         let starts = pendingHandlerStarts
         pendingHandlerStarts.removeAll(keepingCapacity: true)
         for (stream, method) in starts where streams[stream.streamID] === stream && !stream.statusSent {
-            startHandler(stream, method)
+            if let forwarder = method.unaryForwarder, let request = stream.transport.takeOnlyRequest() {
+                let responder = EventLoopCallResponder(connection: loopBound, streamID: stream.streamID)
+                if forwarder.forward(request, context: stream.context, responder: responder) { continue }
+                _ = stream.transport.deliver(request)
+            }
+            startHandler(stream, run: method.run, interceptors: router.interceptors)
         }
     }
 
-    private func startHandler(_ stream: ServerStream, _ method: ServerMethod) {
-        let interceptors = router.interceptors
-        let run = method.run
+    private func startHandler(
+        _ stream: ServerStream,
+        run: @escaping @Sendable (ServerContext, any ServerCallTransport) async throws -> Void,
+        interceptors: [any ServerInterceptor]
+    ) {
         let bound = loopBound
         let callContext = stream.context
         let transport = stream.transport
@@ -480,9 +487,25 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    // MARK: Calls taken by a UnaryCallForwarder (through EventLoopCallResponder)
+
+    func onForwardedCallCancelled(streamID: Int32, _ cancel: @escaping @Sendable () -> Void) {
+        guard let stream = streams[streamID], !stream.statusSent else { return cancel() }
+        stream.cancelForwarding = cancel
+    }
+
+    func continueForwardedCallInTask(
+        streamID: Int32, _ handler: @escaping @Sendable (any ServerCallTransport) async throws -> Void
+    ) {
+        guard let stream = streams[streamID], !stream.statusSent else { return }
+        stream.cancelForwarding = nil
+        startHandler(stream, run: { _, transport in try await handler(transport) }, interceptors: [])
+    }
+
     func handlerFinished(streamID: Int32, outcome: Result<Void, any Error>) {
         guard let stream = streams[streamID] else { return }
         stream.task = nil
+        stream.cancelForwarding = nil
         stream.handlerFinished = true
         guard !stream.statusSent else { return }
         switch outcome {
@@ -748,6 +771,28 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     }
 }
 
+/// What a ``UnaryCallForwarder`` answers its call through: the stream's connection, on its event loop.
+struct EventLoopCallResponder: ForwardedCallResponder {
+    let connection: NIOLoopBound<ServerConnectionHandler>
+    let streamID: Int32
+
+    func sendResponse(_ payload: ByteBuffer, compressed: Bool) {
+        _ = connection.value.sendResponse(payload, compressed: compressed, streamID: streamID)
+    }
+
+    func finish(_ outcome: Result<Void, any Error>) {
+        connection.value.handlerFinished(streamID: streamID, outcome: outcome)
+    }
+
+    func onCancel(_ cancel: @escaping @Sendable () -> Void) {
+        connection.value.onForwardedCallCancelled(streamID: streamID, cancel)
+    }
+
+    func continueInTask(_ handler: @escaping @Sendable (any ServerCallTransport) async throws -> Void) {
+        connection.value.continueForwardedCallInTask(streamID: streamID, handler)
+    }
+}
+
 /// One call on the connection, owned by the handler (event loop only).
 final class ServerStream {
     let streamID: Int32
@@ -757,6 +802,8 @@ final class ServerStream {
     let acceptsGzip: Bool
     var deframer: MessageDeframer
     var task: Task<Void, Never>?
+    /// Cancels the backend call of a call a ``UnaryCallForwarder`` took, while it runs.
+    var cancelForwarding: (@Sendable () -> Void)?
     /// The handler returned or threw (possibly before `task` was even assigned, when it never suspended).
     var handlerFinished = false
     /// When the call's deadline passes (the connection's ``ConnectionDeadlineTimer`` ends it then).
@@ -785,6 +832,10 @@ final class ServerStream {
     func abandon(error: any Error) {
         task?.cancel()
         task = nil
+        if let cancel = cancelForwarding {
+            cancelForwarding = nil
+            cancel()
+        }
         transport.failRequests(error)
         if let waiter = responseWaiter {
             responseWaiter = nil

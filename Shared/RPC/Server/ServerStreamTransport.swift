@@ -46,6 +46,15 @@ final class ServerStreamTransport: ServerCallTransport {
         return queued
     }
 
+    /// The request of a call whose request stream ended after exactly one message, taken out of the queue (for a
+    /// ``UnaryCallForwarder``); `nil` otherwise.
+    func takeOnlyRequest() -> ReceivedMessage? {
+        state.withLock { state in
+            guard state.finished, state.failure == nil, state.messages.count == 1 else { return nil }
+            return state.messages.removeFirst()
+        }
+    }
+
     /// Marks that the connection stopped returning flow-control credit because the queue is full.
     func withholdCredit() {
         state.withLock { $0.creditWithheld = true }
