@@ -31,11 +31,18 @@ final class ClientStreamTransport: Sendable {
     /// ``RPCChannel/forwardOnCurrentEventLoop(_:options:request:to:)``).
     private let receiver: ForwardedReceiver?
 
-    struct ForwardedReceiver {
+    /// A class, so that handing it around per part costs one reference count.
+    final class ForwardedReceiver: Sendable {
         let receiver: any ForwardedResponseReceiver
         let idempotent: Bool
         /// The channel's retry budget, which successes replenish.
         let throttle: RetryThrottle
+
+        init(_ receiver: any ForwardedResponseReceiver, idempotent: Bool, throttle: RetryThrottle) {
+            self.receiver = receiver
+            self.idempotent = idempotent
+            self.throttle = throttle
+        }
     }
 
     private struct State {

@@ -103,7 +103,7 @@ public final class RPCChannel: RPCClientTransport {
                 maxReceiveMessageSize: options.maxReceiveMessageSize ?? configuration.maxReceiveMessageSize,
                 singleRequest: request),
             responseQueueHighWatermark: configuration.responseQueueHighWatermark,
-            forwardingTo: .init(receiver: receiver, idempotent: options.idempotent == true, throttle: throttle))
+            forwardingTo: .init(receiver, idempotent: options.idempotent == true, throttle: throttle))
         connection.handler.value.open(attempt)
         return ForwardedCall(attempt: attempt)
     }

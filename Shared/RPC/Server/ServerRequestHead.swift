@@ -41,13 +41,18 @@ struct ServerRequestHead {
     /// Whether the client lists gzip among the encodings it accepts for responses.
     var acceptsGzip: Bool {
         guard let acceptEncoding else { return false }
-        // Scanned in place, without an array of parts: every call asks.
-        var start = acceptEncoding.startIndex
+        // Scanned in place over the UTF-8 bytes, without an array of parts or `Character`s: every call asks.
+        let bytes = acceptEncoding.utf8
+        let gzip = "gzip".utf8
+        var start = bytes.startIndex
         while true {
-            let end = acceptEncoding[start...].firstIndex(of: ",") ?? acceptEncoding.endIndex
-            if acceptEncoding[start..<end].trimmingCharacters() == "gzip" { return true }
-            guard end < acceptEncoding.endIndex else { return false }
-            start = acceptEncoding.index(after: end)
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: ",")) ?? bytes.endIndex
+            var part = bytes[start..<end]
+            while part.first == UInt8(ascii: " ") { part = part.dropFirst() }
+            while part.last == UInt8(ascii: " ") { part = part.dropLast() }
+            if part.elementsEqual(gzip) { return true }
+            guard end < bytes.endIndex else { return false }
+            start = bytes.index(after: end)
         }
     }
 }
@@ -60,11 +65,3 @@ enum MessageEncoding: String {
     static let advertised = "identity,gzip"
 }
 
-extension Substring {
-    func trimmingCharacters() -> Substring {
-        var result = self
-        while result.first == " " { result.removeFirst() }
-        while result.last == " " { result.removeLast() }
-        return result
-    }
-}
