@@ -28,7 +28,7 @@ private struct ProxiedBackend {
             MethodSchema(descriptor: ProbeService.sleep, kind: .unary),
             MethodSchema(descriptor: ProbeService.fail, kind: .unary),
             MethodSchema(descriptor: ProbeService.metadata, kind: .unary, idempotency: .noSideEffects),
-            MethodSchema(descriptor: ProbeService.unavailable, kind: .unary),
+            MethodSchema(descriptor: ProbeService.unavailable, kind: .unary, idempotency: .idempotent),
             MethodSchema(descriptor: ProbeService.headersFirst, kind: .serverStreaming),
         ])
 
@@ -341,6 +341,27 @@ private struct ProxiedBackend {
         #expect(error?.code == .unavailable)
         #expect(ContinuousClock.now - started < .seconds(10))
         #expect(proxied.fastPathEnds.value == [.ok, .unavailable])
+        await proxied.stop()
+    }
+
+    /// An idempotent call failing `UNAVAILABLE` is retried as the channel's policy allows on both paths: 5 attempts
+    /// in all. On the general path `maxAttempts` (5) ends it; on the fast path the event-loop attempt comes first and
+    /// the task's attempts follow, until the retry budget (10 tokens, no retries at 5 or fewer) ends them after four.
+    @Test(arguments: [false, true]) func unavailableIdempotentCallsAreRetried(fastPath: Bool) async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: fastPath)
+        // Once connected, so that the fast path finds a ready connection for its first attempt.
+        _ = try await proxied.client.unary(
+            ProbeService.metadata, Google_Protobuf_Empty(), options: CallOptions(),
+            responseType: Google_Protobuf_StringValue.self)
+        let error = await #expect(throws: RPCError.self) {
+            _ = try await proxied.client.unary(
+                ProbeService.unavailable, Google_Protobuf_Empty(), options: CallOptions(timeout: .seconds(20)),
+                responseType: Google_Protobuf_Empty.self)
+        }
+        #expect(error?.code == .unavailable)
+        #expect(error?.message == "try again later")
+        #expect(proxied.probe.count("unavailable") == 5)
+        #expect(proxied.fastPathEnds.value == (fastPath ? [.ok, .unavailable] : []))
         await proxied.stop()
     }
 

@@ -135,7 +135,11 @@ final class ClientStreamTransport: Sendable {
             forwarded.throttle.recordSuccess()
             forwarded.receiver.receiveEnd(.success(trailers), retryable: false)
         case .end(.failed(let error, let processed)):
-            let retryable = !committed && RetryRule.allowsAttempt(after: error, processed: processed, idempotent: forwarded.idempotent)
+            // As `ClientCall` decides: a failure the server saw is retried only within the channel's budget.
+            let retryable =
+                !committed
+                && RetryRule.allowsAttempt(after: error, processed: processed, idempotent: forwarded.idempotent)
+                && (!processed || forwarded.throttle.recordFailure())
             forwarded.receiver.receiveEnd(.failure(error), retryable: retryable)
         }
     }

@@ -37,6 +37,7 @@ public protocol ForwardedResponseReceiver: Sendable {
     func receiveMessage(_ message: ReceivedMessage)
     /// The call ended: OK with its trailers, or its error (trailers in ``RPCError/trailers``). `retryable` says that
     /// the channel's retry policy would try the call again (no response headers arrived, and the stream never reached
-    /// the server or the call is idempotent and failed `UNAVAILABLE`): a retrying client call may take it from here.
+    /// the server, or the call is idempotent, failed `UNAVAILABLE` and the channel's retry budget allows it): a
+    /// retrying client call may take it from here (its attempts then come on top of this one).
     func receiveEnd(_ outcome: Result<Metadata, RPCError>, retryable: Bool)
 }
