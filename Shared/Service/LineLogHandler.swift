@@ -77,12 +77,12 @@ public struct LineLogHandler: LogHandler {
                 Self.appendField(to: &bytes, key: key, value: value)
             }
             if let source {
-                Self.appendTail(to: &bytes, source: source.utf8, message: message)
+                Self.appendTail(to: &bytes, source: source.utf8[...], message: message)
             } else if let slash = file.utf8.firstIndex(of: UInt8(ascii: "/")) {
                 // swift-log's default source: the module, from `#fileID`.
                 Self.appendTail(to: &bytes, source: file.utf8[..<slash], message: message)
             } else {
-                Self.appendTail(to: &bytes, source: "n/a".utf8, message: message)
+                Self.appendTail(to: &bytes, source: "n/a".utf8[...], message: message)
             }
         }
     }
@@ -122,18 +122,18 @@ public struct LineLogHandler: LogHandler {
         for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
             appendField(to: &line, key: key, value: value)
         }
-        appendTail(to: &line, source: source.utf8, message: message)
+        appendTail(to: &line, source: source.utf8[...], message: message)
         return String(decoding: line, as: UTF8.self)
     }
 
     /// `<timestamp> <level> <label>:`
     private static func appendHead(to line: inout [UInt8], timestamp: String, level: Logger.Level, label: String) {
-        line.append(contentsOf: timestamp.utf8)
+        line.appendUTF8(timestamp)
         line.append(UInt8(ascii: " "))
-        line.append(contentsOf: level.rawValue.utf8)
+        line.appendUTF8(level.rawValue)
         if !label.isEmpty {
             line.append(UInt8(ascii: " "))
-            line.append(contentsOf: label.utf8)
+            line.appendUTF8(label)
         }
         line.append(UInt8(ascii: ":"))
     }
@@ -149,20 +149,32 @@ public struct LineLogHandler: LogHandler {
 
     private static func appendField(to line: inout [UInt8], key: String, text: String) {
         line.append(UInt8(ascii: " "))
-        line.append(contentsOf: key.utf8)
+        line.appendUTF8(key)
         line.append(UInt8(ascii: "="))
-        line.append(contentsOf: text.utf8)
+        line.appendUTF8(text)
     }
 
     /// ` [<source>] <message>` and the newline.
     private static func appendTail(
-        to line: inout [UInt8], source: some Collection<UInt8>, message: Logger.Message
+        to line: inout [UInt8], source: Substring.UTF8View, message: Logger.Message
     ) {
-        line.append(contentsOf: " [".utf8)
-        line.append(contentsOf: source)
-        line.append(contentsOf: "] ".utf8)
-        line.append(contentsOf: message.description.utf8)
+        line.appendUTF8(" [")
+        line.appendUTF8(source)
+        line.appendUTF8("] ")
+        line.appendUTF8(message.description)
         line.append(UInt8(ascii: "\n"))
+    }
+}
+
+extension [UInt8] {
+    /// `append(contentsOf: text.utf8)` as one copy (the sequence-by-sequence path showed in the gateway's profile).
+    mutating func appendUTF8(_ text: String) {
+        appendUTF8(text.utf8[...])
+    }
+
+    mutating func appendUTF8(_ text: Substring.UTF8View) {
+        let copied: Void? = text.withContiguousStorageIfAvailable { append(contentsOf: $0) }
+        if copied == nil { append(contentsOf: text) }
     }
 }
 
@@ -230,7 +242,7 @@ final class LineOutput: Sendable {
     }
 
     func write(_ line: String, level: Logger.Level) {
-        write(level: level) { $0.append(contentsOf: line.utf8) }
+        write(level: level) { $0.appendUTF8(line) }
     }
 
     /// Writes a line that `append` adds to the pending bytes, under the lock (so without a copy of its own).
