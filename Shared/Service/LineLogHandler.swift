@@ -76,13 +76,20 @@ public struct LineLogHandler: LogHandler {
             for (key, value) in handlerMetadata[nextHandlerField...] {
                 Self.appendField(to: &bytes, key: key, value: value)
             }
-            if let source {
-                Self.appendTail(to: &bytes, source: source.utf8[...], message: message)
-            } else if let slash = file.utf8.firstIndex(of: UInt8(ascii: "/")) {
-                // swift-log's default source: the module, from `#fileID`.
-                Self.appendTail(to: &bytes, source: file.utf8[..<slash], message: message)
-            } else {
-                Self.appendTail(to: &bytes, source: "n/a".utf8[...], message: message)
+            if var source {
+                source.withUTF8 { Self.appendTail(to: &bytes, source: $0, message: message) }
+                return
+            }
+            // swift-log's default source: the module, from `#fileID` (`Module/File.swift`).
+            var file = file
+            file.withUTF8 { file in
+                if let slash = file.firstIndex(of: UInt8(ascii: "/")) {
+                    Self.appendTail(to: &bytes, source: UnsafeBufferPointer(rebasing: file[..<slash]), message: message)
+                } else {
+                    ("n/a" as StaticString).withUTF8Buffer {
+                        Self.appendTail(to: &bytes, source: $0, message: message)
+                    }
+                }
             }
         }
     }
@@ -122,7 +129,8 @@ public struct LineLogHandler: LogHandler {
         for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
             appendField(to: &line, key: key, value: value)
         }
-        appendTail(to: &line, source: source.utf8[...], message: message)
+        var source = source
+        source.withUTF8 { appendTail(to: &line, source: $0, message: message) }
         return String(decoding: line, as: UTF8.self)
     }
 
@@ -156,11 +164,13 @@ public struct LineLogHandler: LogHandler {
 
     /// ` [<source>] <message>` and the newline.
     private static func appendTail(
-        to line: inout [UInt8], source: Substring.UTF8View, message: Logger.Message
+        to line: inout [UInt8], source: UnsafeBufferPointer<UInt8>, message: Logger.Message
     ) {
-        line.appendUTF8(" [")
-        line.appendUTF8(source)
-        line.appendUTF8("] ")
+        line.append(UInt8(ascii: " "))
+        line.append(UInt8(ascii: "["))
+        line.append(contentsOf: source)
+        line.append(UInt8(ascii: "]"))
+        line.append(UInt8(ascii: " "))
         line.appendUTF8(message.description)
         line.append(UInt8(ascii: "\n"))
     }
@@ -169,12 +179,8 @@ public struct LineLogHandler: LogHandler {
 extension [UInt8] {
     /// `append(contentsOf: text.utf8)` as one copy (the sequence-by-sequence path showed in the gateway's profile).
     mutating func appendUTF8(_ text: String) {
-        appendUTF8(text.utf8[...])
-    }
-
-    mutating func appendUTF8(_ text: Substring.UTF8View) {
-        let copied: Void? = text.withContiguousStorageIfAvailable { append(contentsOf: $0) }
-        if copied == nil { append(contentsOf: text) }
+        var text = text
+        text.withUTF8 { append(contentsOf: $0) }
     }
 }
 
