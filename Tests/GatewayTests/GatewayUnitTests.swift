@@ -90,6 +90,23 @@ import Testing
         }
     }
 
+    @Test func accessLogFieldsComeInKeyOrder() {
+        for userID: String? in ["0f0e0d0c-0b0a-4908-8706-050403020100", nil] {
+            let fields = AccessLogFields(
+                client: "::1", durationMilliseconds: "0.05", requestID: "r", rpc: "/a.B/C", status: "OK",
+                userID: userID)
+            var keys: [String] = []
+            fields.forEachField { key, _ in keys.append(key) }
+            #expect(keys == keys.sorted())
+            #expect(Set(keys).count == keys.count)
+            #expect(
+                fields.metadata
+                    == [
+                        "client": "::1", "duration_ms": "0.05", "request_id": "r", "rpc": "/a.B/C", "status": "OK",
+                    ].merging(userID.map { ["user_id": .string($0)] } ?? [:]) { $1 })
+        }
+    }
+
     @Test func tokenBucketsRefillAndForgetIdleKeys() {
         let limiter = RateLimiter<String>(limit: .init(perSecond: 2, burst: 3), sweepThreshold: 4)
         let start = ContinuousClock.now

@@ -1,6 +1,7 @@
 import Foundation
 import HabitFlowRPC
 @testable import HabitFlowServiceKit
+import HabitFlowTestSupport
 import Logging
 import Testing
 
@@ -82,6 +83,96 @@ import Testing
         let lines = file.text.split(separator: "\n")
         #expect(lines.count == 100)
         #expect(lines.map { $0.split(separator: " ").last.map(String.init) } == (0..<100).map { "\($0)" })
+    }
+
+    /// Fields in key order, as a per-call line gives them.
+    struct CallFields: LogLineFields {
+        var fields: [(String, String)]
+
+        init(_ fields: [(String, String)]) { self.fields = fields }
+
+        func forEachField(_ field: (_ key: String, _ value: String) -> Void) {
+            for (key, value) in fields { field(key, value) }
+        }
+    }
+
+    /// The file's lines without their timestamps (two lines may straddle a second).
+    static func linesAfterTimestamps(_ file: LogFile) -> [Substring] {
+        file.text.split(separator: "\n").map { $0.drop { $0 != " " } }
+    }
+
+    @Test(arguments: [
+        [:],
+        ["service": "gateway"],
+        // Before, between and after the fields, a field's key (the field wins), and a value that is not a string.
+        ["aaa": "first", "m": .stringConvertible(3), "rpc": "overridden", "zzz": ["x", "y"], "status": "handler's"],
+    ] as [Logger.Metadata])
+    func fieldLinesAreTheMetadataLinesByteForByte(handlerMetadata: Logger.Metadata) throws {
+        let file = try LogFile()
+        let output = LineOutput(fileDescriptor: file.handle.fileDescriptor, batchingDelay: nil)
+        var logger = Logger(label: "habitflow-gateway") { LineLogHandler(label: $0, output: output) }
+        for (key, value) in handlerMetadata { logger[metadataKey: key] = value }
+        for fields in [
+            CallFields([("client", "127.0.0.1"), ("rpc", "/a.B/C"), ("status", "OK"), ("user_id", "u-1")]),
+            CallFields([("rpc", "/a.B/C")]),
+            CallFields([("a", "é"), ("n", ""), ("zzzz", "last")]),
+            CallFields([]),
+        ] {
+            logger.log(level: .info, "call", metadata: fields.metadata)
+            logger.log(level: .info, "call", fields: fields)
+            logger.log(level: .warning, "call", metadata: fields.metadata, source: "Elsewhere")
+            logger.log(level: .warning, "call", fields: fields, source: "Elsewhere")
+        }
+        let lines = Self.linesAfterTimestamps(file)
+        #expect(lines.count == 16)
+        for pair in stride(from: 0, to: lines.count, by: 2) {
+            #expect(lines[pair + 1] == lines[pair])
+        }
+        if handlerMetadata.count == 5 {
+            #expect(
+                lines.first
+                    == " info habitflow-gateway: aaa=first client=127.0.0.1 m=3 rpc=/a.B/C status=OK user_id=u-1 zzz=[\"x\", \"y\"] [ServiceKitTests] call"
+            )
+        }
+        #expect(lines[2].hasSuffix(" [Elsewhere] call"))
+    }
+
+    @Test func fieldLinesFollowTheLevelsBatchesAndMetadataProvider() throws {
+        let file = try LogFile()
+        let output = LineOutput(fileDescriptor: file.handle.fileDescriptor, batchingDelay: .seconds(60))
+        var logger = Logger(label: "levels") {
+            LineLogHandler(label: $0, output: output, metadataProvider: Logger.MetadataProvider { ["provided": "p"] })
+        }
+        logger.logLevel = .notice
+        var evaluations = 0
+        func countingFields() -> CallFields {
+            evaluations += 1
+            return CallFields([("n", "1")])
+        }
+        logger.log(level: .info, "filtered", fields: countingFields())
+        #expect(evaluations == 0)
+        #expect(file.text.isEmpty)
+
+        logger.logLevel = .info
+        logger.log(level: .info, "batched", fields: countingFields())
+        #expect(file.text.isEmpty)
+        logger.log(level: .notice, "at once", fields: countingFields())
+        #expect(evaluations == 2)
+        let lines = Self.linesAfterTimestamps(file)
+        #expect(
+            lines == [
+                " info levels: n=1 provided=p [ServiceKitTests] batched",
+                " notice levels: n=1 provided=p [ServiceKitTests] at once",
+            ])
+    }
+
+    @Test func otherHandlersGetTheFieldsAsMetadata() {
+        let records = LogCapture()
+        var logger = Logger(label: "capture") { _ in records }
+        logger[metadataKey: "service"] = "test"
+        logger.log(level: .info, "call", fields: CallFields([("client", "::1"), ("status", "OK")]))
+        #expect(records.entries.map(\.message) == ["call"])
+        #expect(records.entries.first?.metadata == ["client": "::1", "service": "test", "status": "OK"])
     }
 
     @Test func loggedErrorsNameTheirMessageAndType() throws {

@@ -218,15 +218,12 @@ struct GatewayInterceptor: ServerInterceptor {
     }
 
     private func logCall(_ context: ServerContext, info: GatewayCallInfo, code: RPCStatusCode, elapsed: Duration) {
-        guard logger.logLevel <= .info else { return }
-        // `.string` rather than interpolation: the strings are used as they are, not copied (once per call).
-        var metadata: Logger.Metadata = [
-            "request_id": .string(info.requestID), "client": .string(info.clientAddress),
-            "rpc": .string(context.method.path), "status": .string(code.description),
-            "duration_ms": .string(Self.milliseconds(elapsed)),
-        ]
-        if let caller = info.caller { metadata["user_id"] = .string(caller.userID.lowercasedString) }
-        logger.info("call", metadata: metadata)
+        logger.log(
+            level: .info, "call",
+            fields: AccessLogFields(
+                client: info.clientAddress, durationMilliseconds: Self.milliseconds(elapsed),
+                requestID: info.requestID, rpc: context.method.path, status: code.description,
+                userID: info.caller?.userID.lowercasedString))
     }
 
     /// Milliseconds to the microsecond, as a `Double` would print them (`12.0`, `0.05`, `1.234`), without the
@@ -243,6 +240,27 @@ struct GatewayInterceptor: ServerInterceptor {
         }
         let padded = String(fraction)
         return "\(microseconds / 1000)." + String(repeating: "0", count: digits - padded.count) + padded
+    }
+}
+
+/// The access log line's metadata, in key order: written into the log's batch as it is, with no dictionary or sort
+/// (once per call; ``LogLineFields``).
+struct AccessLogFields: LogLineFields {
+    var client: String
+    var durationMilliseconds: String
+    var requestID: String
+    var rpc: String
+    var status: String
+    /// Once the call is authenticated.
+    var userID: String?
+
+    func forEachField(_ field: (_ key: String, _ value: String) -> Void) {
+        field("client", client)
+        field("duration_ms", durationMilliseconds)
+        field("request_id", requestID)
+        field("rpc", rpc)
+        field("status", status)
+        if let userID { field("user_id", userID) }
     }
 }
 
