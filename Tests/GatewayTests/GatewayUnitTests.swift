@@ -212,21 +212,12 @@ import Testing
 
     @Test func theAccessLogNamesTheRequestTheClientAndTheUser() async throws {
         let records = LogCapture()
-        let logger = Logger(label: "access-log") { _ in records }
         let key = try SigningKey.generate()
-        let keys = AccessTokenKeys(refreshInterval: .seconds(300)) {
-            AccessTokenVerifier(issuer: "habitflow-auth", audience: "habitflow", keys: [key.verificationKey()])
-        }
         let registry = PrometheusCollectorRegistry()
         let interceptors: [any ServerInterceptor] = [
-            GatewayInterceptor(
-                logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: registry),
-                errorMapping: ErrorMappingServerInterceptor(logger: logger),
-                addressLimiter: RateLimiter(limit: .init(perSecond: 100, burst: 100)),
-                authenticator: Authenticator(
-                    keys: keys, sessions: SessionChecker(checkInterval: .seconds(2), grace: .seconds(30)) { _ in .active }),
-                accountLimiter: RateLimiter(limit: .init(perSecond: 0.1, burst: 1)),
-                metrics: GatewayMetrics(registry: registry))
+            makeInterceptor(
+                keys: keys(verifying: key), records: records, registry: registry,
+                accountLimit: .init(perSecond: 0.1, burst: 1))
         ]
         let user = UUID()
         let token = try AccessTokenIssuer(signingKey: key, issuer: "habitflow-auth", audience: "habitflow")
@@ -272,23 +263,13 @@ import Testing
 
     /// The event-loop path's admission decides only what the caches know, and then as the interceptor would.
     @Test func admissionWithoutWaitingDecidesOnlyFromTheCaches() async throws {
-        let records = LogCapture()
-        let logger = Logger(label: "access-log") { _ in records }
         let key = try SigningKey.generate()
-        let keys = AccessTokenKeys(refreshInterval: .seconds(300)) {
-            AccessTokenVerifier(issuer: "habitflow-auth", audience: "habitflow", keys: [key.verificationKey()])
+        let interceptor = makeInterceptor(
+            keys: keys(verifying: key), records: LogCapture(), registry: PrometheusCollectorRegistry(),
+            accountLimit: .init(perSecond: 0.1, burst: 2), sessionCheckInterval: .seconds(30)
+        ) { caller in
+            caller.sessionID == "revoked" ? .revoked : .active
         }
-        let registry = PrometheusCollectorRegistry()
-        let interceptor = GatewayInterceptor(
-            logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: registry),
-            errorMapping: ErrorMappingServerInterceptor(logger: logger),
-            addressLimiter: RateLimiter(limit: .init(perSecond: 100, burst: 100)),
-            authenticator: Authenticator(
-                keys: keys,
-                sessions: SessionChecker(checkInterval: .seconds(30), grace: .seconds(30)) { caller in
-                    caller.sessionID == "revoked" ? .revoked : .active
-                }),
-            accountLimiter: RateLimiter(limit: .init(perSecond: 0.1, burst: 2)), metrics: GatewayMetrics(registry: registry))
         func token(session: String) throws -> String {
             try AccessTokenIssuer(signingKey: key, issuer: "habitflow-auth", audience: "habitflow")
                 .issue(subject: UUID().uuidString.lowercased(), sessionID: session, now: Date()).token
@@ -342,16 +323,10 @@ import Testing
 
     @Test func unexpectedHandlerErrorsAreMappedToInternal() async throws {
         let records = LogCapture()
-        let logger = Logger(label: "access-log") { _ in records }
-        let registry = PrometheusCollectorRegistry()
         let keys = AccessTokenKeys(refreshInterval: .seconds(300)) { throw RPCError(.unavailable, "no keys in this test") }
-        let interceptor = GatewayInterceptor(
-            logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: registry),
-            errorMapping: ErrorMappingServerInterceptor(logger: logger),
-            addressLimiter: RateLimiter(limit: .init(perSecond: 100, burst: 100)),
-            authenticator: Authenticator(
-                keys: keys, sessions: SessionChecker(checkInterval: .seconds(2), grace: .seconds(30)) { _ in .active }),
-            accountLimiter: RateLimiter(limit: .init(perSecond: 100, burst: 100)), metrics: GatewayMetrics(registry: registry))
+        let interceptor = makeInterceptor(
+            keys: keys, records: records, registry: PrometheusCollectorRegistry(),
+            accountLimit: .init(perSecond: 100, burst: 100))
         // A sign-in RPC: no token needed, so the handler runs, and throws something that is not an RPCError.
         let context = ServerContext(
             method: MethodDescriptor(service: "habitflow.auth.v1.AuthService", method: "Login"), requestMetadata: [:],
@@ -398,4 +373,28 @@ import Testing
             try GatewayConfiguration.fromEnvironment(service, environment: ["HABITFLOW_GATEWAY_DEFAULT_TIMEOUT_MS": "-1"])
         }
     }
+}
+
+/// Auth's published keys, as the gateway fetches them, holding `key`'s public half.
+private func keys(verifying key: SigningKey) -> AccessTokenKeys {
+    AccessTokenKeys(refreshInterval: .seconds(300)) {
+        AccessTokenVerifier(issuer: "habitflow-auth", audience: "habitflow", keys: [key.verificationKey()])
+    }
+}
+
+/// The gateway's interceptor as the gateway builds it, logging to `records` and counting in `registry`, with an
+/// address limit no test reaches and sessions as `session` says.
+private func makeInterceptor(
+    keys: AccessTokenKeys, records: LogCapture, registry: PrometheusCollectorRegistry,
+    accountLimit: GatewayConfiguration.RateLimit, sessionCheckInterval: Duration = .seconds(2),
+    session: @escaping SessionChecker.Check = { _ in .active }
+) -> GatewayInterceptor {
+    let logger = Logger(label: "access-log") { _ in records }
+    return GatewayInterceptor(
+        logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: registry),
+        errorMapping: ErrorMappingServerInterceptor(logger: logger),
+        addressLimiter: RateLimiter(limit: .init(perSecond: 100, burst: 100)),
+        authenticator: Authenticator(
+            keys: keys, sessions: SessionChecker(checkInterval: sessionCheckInterval, grace: .seconds(30), check: session)),
+        accountLimiter: RateLimiter(limit: accountLimit), metrics: GatewayMetrics(registry: registry))
 }

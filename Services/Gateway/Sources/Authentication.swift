@@ -273,14 +273,14 @@ final class SessionChecker: Sendable {
     }
 
     func requireActive(_ caller: AuthenticatedCaller, now: ContinuousClock.Instant = .now) async throws(RPCError) {
-        let cached = state.withLock { $0.entries[caller] }
         let sessionState: SessionState
-        if let cached, now - cached.checkedAt < checkInterval {
-            sessionState = cached.state
+        if let known = knownState(of: caller, now: now) {
+            sessionState = known
         } else {
             do {
                 sessionState = try await fetch(caller, now: now)
             } catch {
+                let cached = state.withLock { $0.entries[caller] }
                 guard let cached, cached.state == .active, now - cached.checkedAt < grace else {
                     throw RPCError(.unavailable, "cannot check the session: the auth service is unavailable")
                 }

@@ -21,6 +21,15 @@ struct GatewayCallInfo: Sendable {
 
     static let requestIDKey = "x-request-id"
 
+    /// What the gateway knows as a call starts: its request id (also put in the response headers) and the client's
+    /// address.
+    static func starting(_ context: ServerContext) -> GatewayCallInfo {
+        let info = GatewayCallInfo(
+            requestID: requestID(from: context.requestMetadata), clientAddress: clientAddress(fromPeer: context.peer))
+        context.addInitialMetadata(requestIDKey, info.requestID)
+        return info
+    }
+
     /// The client's request id when it is a sane one (printable, at most 128 characters), else a new UUID.
     static func requestID(from metadata: Metadata) -> String {
         if let given = metadata[requestIDKey], !given.isEmpty, given.utf8.count <= 128,
@@ -117,10 +126,7 @@ struct GatewayInterceptor: ServerInterceptor {
 
     func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
         let start = ContinuousClock.now
-        var info = GatewayCallInfo(
-            requestID: GatewayCallInfo.requestID(from: context.requestMetadata),
-            clientAddress: GatewayCallInfo.clientAddress(fromPeer: context.peer))
-        context.addInitialMetadata(GatewayCallInfo.requestIDKey, info.requestID)
+        var info = GatewayCallInfo.starting(context)
         do {
             try await admit(context, &info)
             try await GatewayCallInfo.$current.withValue(info) { try await next() }
@@ -186,10 +192,7 @@ struct GatewayInterceptor: ServerInterceptor {
             !GatewayRoutes.sideServices.contains(method.service),
             let caller = authenticator.cachedActiveCaller(context.requestMetadata)
         else { return .undecided }
-        var info = GatewayCallInfo(
-            requestID: GatewayCallInfo.requestID(from: context.requestMetadata),
-            clientAddress: GatewayCallInfo.clientAddress(fromPeer: context.peer))
-        context.addInitialMetadata(GatewayCallInfo.requestIDKey, info.requestID)
+        var info = GatewayCallInfo.starting(context)
         do {
             try checkAddressLimit(info, method: method)
             info.caller = caller
