@@ -22,9 +22,7 @@ public final class HTTP2Session {
     private var pendingEvents: [HTTP2Event] = []
     /// The header block being received. Header blocks never interleave (HEADERS then CONTINUATION frames of one
     /// stream), so one is enough.
-    private var incomingHeaders: (streamID: Int32, fields: [HTTP2HeaderField]) = (0, [])
-    /// Size of the header block being received, as RFC 9113 counts it (name + value + 32 per field).
-    private var incomingHeaderListSize = 0
+    private var incomingHeaders = IncomingHeaderBlock()
     private let maxHeaderListSize: Int
     /// Outbound DATA (and trailers) waiting for nghttp2 to pull them, per stream.
     private var outbound: [Int32: OutboundStream] = [:]
@@ -79,7 +77,7 @@ public final class HTTP2Session {
             self.session = nil
         }
         outbound.removeAll()
-        incomingHeaders = (0, [])
+        incomingHeaders = IncomingHeaderBlock()
     }
 
     /// The nghttp2 library version, for example `1.52.0`.
@@ -257,32 +255,20 @@ public final class HTTP2Session {
     }
 
     fileprivate func beginHeaders(streamID: Int32) {
-        incomingHeaderListSize = 0
-        incomingHeaders = (streamID, [])
-        incomingHeaders.fields.reserveCapacity(12)
+        incomingHeaders = IncomingHeaderBlock(streamID: streamID)
     }
 
     /// Collects one header field; false when the block outgrew the SETTINGS_MAX_HEADER_LIST_SIZE we advertised
     /// (nghttp2 then resets just that stream).
     fileprivate func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
-        guard incomingHeaders.streamID == streamID else { return true }
-        incomingHeaderListSize += name.count + value.count + 32
-        guard incomingHeaderListSize <= maxHeaderListSize else {
-            incomingHeaders = (0, [])
-            return false
-        }
-        incomingHeaders.fields.append(
-            HTTP2HeaderField(
-                name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
-        return true
+        incomingHeaders.add(streamID: streamID, name: name, value: value, limit: maxHeaderListSize)
     }
 
     fileprivate func frameReceived(type: UInt8, flags: UInt8, streamID: Int32, frame: UnsafePointer<nghttp2_frame>) {
         let endStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch UInt32(type) {
         case NGHTTP2_HEADERS.rawValue:
-            let fields = incomingHeaders.streamID == streamID ? incomingHeaders.fields : []
-            incomingHeaders = (0, [])
+            let fields = incomingHeaders.take(streamID: streamID)
             pendingEvents.append(.headers(streamID: streamID, fields: fields, endStream: endStream))
         case NGHTTP2_DATA.rawValue:
             if endStream { pendingEvents.append(.endOfStream(streamID: streamID)) }
@@ -381,6 +367,44 @@ public final class HTTP2Session {
                 flags: &flags.pointee)
         }
     )
+}
+
+/// The header block being received, changed through one mutating call per header field: each access to a property
+/// of the session (a class, called back from C) costs a dynamic exclusivity check, and a request's dozen fields made
+/// three such accesses each.
+private struct IncomingHeaderBlock {
+    /// 0: no block is being received (or the one being received outgrew the limit and is dropped).
+    private var streamID: Int32 = 0
+    private var fields: [HTTP2HeaderField] = []
+    /// Its size as RFC 9113 counts it (name + value + 32 per field).
+    private var listSize = 0
+
+    init() {}
+
+    init(streamID: Int32) {
+        self.streamID = streamID
+        fields.reserveCapacity(12)
+    }
+
+    /// Collects one field of stream `streamID`'s block; false when the block outgrew `limit` (it is dropped).
+    mutating func add(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, limit: Int) -> Bool {
+        guard self.streamID == streamID else { return true }
+        listSize += name.count + value.count + 32
+        guard listSize <= limit else {
+            self = IncomingHeaderBlock()
+            return false
+        }
+        fields.append(
+            HTTP2HeaderField(
+                name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
+        return true
+    }
+
+    /// The fields of stream `streamID`'s complete block (none if it was dropped), leaving no block in progress.
+    mutating func take(streamID: Int32) -> [HTTP2HeaderField] {
+        defer { self = IncomingHeaderBlock() }
+        return self.streamID == streamID ? fields : []
+    }
 }
 
 /// A stream's outbound queue, pulled by nghttp2 as the flow-control window allows. A class, so the queue is

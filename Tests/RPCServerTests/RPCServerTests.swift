@@ -63,6 +63,12 @@ struct ProbeService: RPCService {
                     probe.increment()
                 }
             },
+            .unary(Self.method("Metadata")) { (_: Google_Protobuf_Empty, context) in
+                // Every request metadata key the handler sees, in order, with its text value.
+                Google_Protobuf_StringValue(
+                    context.requestMetadata.map { "\($0.key)=\(context.requestMetadata[$0.key] ?? "")" }
+                        .joined(separator: ";"))
+            },
             .unary(Self.method("Fail")) { (_: Google_Protobuf_Empty, _) -> Google_Protobuf_Empty in
                 var badRequest = Google_Rpc_BadRequest()
                 badRequest.fieldViolations = [.with { $0.field = "name"; $0.description_p = "must not be empty" }]
@@ -127,6 +133,26 @@ struct RPCServerTests {
                 #expect(denied.trailers.isEmpty, "an error before any message is a Trailers-Only response")
                 #expect(denied.field("x-request-id") == "req-1")
                 #expect(denied.messages.isEmpty)
+            }
+        }
+    }
+
+    @Test("handlers see the client's own metadata, without pseudo-headers, content-type, te or reserved grpc-* fields")
+    func requestMetadataLeavesOutTheProtocolsFields() async throws {
+        let probe = Probe()
+        try await withServer(probe: probe) { _, port in
+            try await TestConnection.with(port: port) { connection in
+                let stream = try await connection.startCall(
+                    path: "/test.Probe/Metadata",
+                    extraHeaders: [
+                        ("x-user", "ada"), ("grpc-timeout", "5S"), ("grpc-custom", "1"), ("go-ahead", "yes"),
+                        ("content-language", "en"), ("tenant", "t1"), ("team", "blue"),
+                    ])
+                try await connection.send(try encoded(Google_Protobuf_Empty()), streamID: stream, end: true)
+                let response = try await connection.response(streamID: stream)
+                #expect(response.status == 0)
+                let seen = try Google_Protobuf_StringValue(serializedBytes: Array(response.messages.first!.readableBytesView))
+                #expect(seen.value == "x-user=ada;go-ahead=yes;content-language=en;tenant=t1;team=blue")
             }
         }
     }

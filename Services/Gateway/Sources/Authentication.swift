@@ -6,8 +6,16 @@ internal import HabitFlowCrypto
 
 /// The signed-in user a client call acts for: what the access token says, after the gateway checked it.
 struct AuthenticatedCaller: Sendable, Hashable {
-    var userID: UUID
-    var sessionID: String
+    let userID: UUID
+    let sessionID: String
+    /// `userID` as every log line and credential writes it, made once per verified token rather than per call.
+    let userIDString: String
+
+    init(userID: UUID, sessionID: String) {
+        self.userID = userID
+        self.sessionID = sessionID
+        self.userIDString = userID.lowercasedString
+    }
 }
 
 /// Turns `authorization: Bearer <access token>` into an ``AuthenticatedCaller``: the token is verified locally (its
@@ -84,9 +92,8 @@ final class Authenticator: Sendable {
         let space = UInt8(ascii: " ")
         var start = bytes.startIndex
         while start != bytes.endIndex, bytes[start] == space { start = bytes.index(after: start) }
-        let scheme = Array("bearer".utf8)
         var index = start
-        for expected in scheme {
+        for expected in "bearer".utf8 {
             // ASCII letters: setting bit 5 lower-cases them.
             guard index != bytes.endIndex, bytes[index] | 0x20 == expected else { return nil }
             index = bytes.index(after: index)

@@ -223,7 +223,7 @@ public final class Gateway: ServiceProcess {
         let response = try await auth.checkSession(
             .with {
                 $0.sessionID = caller.sessionID
-                $0.userID = caller.userID.lowercasedString
+                $0.userID = caller.userIDString
             },
             options: CallOptions(timeout: .seconds(2)))
         switch response.state {

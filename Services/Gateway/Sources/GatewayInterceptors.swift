@@ -226,7 +226,7 @@ struct GatewayInterceptor: ServerInterceptor {
             fields: AccessLogFields(
                 client: info.clientAddress, durationMilliseconds: Self.milliseconds(elapsed),
                 requestID: info.requestID, rpc: context.method.path, status: code.description,
-                userID: info.caller?.userID.lowercasedString))
+                userID: info.caller?.userIDString))
     }
 
     /// Milliseconds to the microsecond, as a `Double` would print them (`12.0`, `0.05`, `1.234`), without the

@@ -27,6 +27,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     /// Output waits for the TLS handshake (and the ALPN check) when TLS is on.
     private var outputEnabled: Bool
+    /// What each flush drains the session into (``ReusableOutputBuffer``).
+    private var outputBuffer = ReusableOutputBuffer(allocator: ByteBufferAllocator())
     private var inReadBurst = false
     private var flushScheduled = false
     /// The server's first SETTINGS arrived: the connection speaks HTTP/2 and takes calls.
@@ -332,17 +334,17 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             return transport.fail(RPCError(.unavailable, "the connection is closing"), processed: false)
         }
         let request = transport.request
-        var fields = [
-            HTTP2HeaderField(name: ":method", value: "POST"),
-            HTTP2HeaderField(name: ":scheme", value: scheme),
-            HTTP2HeaderField(name: ":path", value: request.method.path),
-            HTTP2HeaderField(name: ":authority", value: authority),
-            HTTP2HeaderField(name: "content-type", value: "application/grpc"),
-            HTTP2HeaderField(name: "te", value: "trailers"),
-            HTTP2HeaderField(name: "user-agent", value: configuration.userAgent),
-            HTTP2HeaderField(name: "grpc-accept-encoding", value: "identity,gzip"),
-        ]
-        fields.reserveCapacity(fields.count + 2 + request.metadata.count)
+        // One allocation for the whole block (an array literal, then reserving room for the rest, made two).
+        var fields: [HTTP2HeaderField] = []
+        fields.reserveCapacity(10 + request.metadata.count)
+        fields.append(HTTP2HeaderField(name: ":method", value: "POST"))
+        fields.append(HTTP2HeaderField(name: ":scheme", value: scheme))
+        fields.append(HTTP2HeaderField(name: ":path", value: request.method.path))
+        fields.append(HTTP2HeaderField(name: ":authority", value: authority))
+        fields.append(HTTP2HeaderField(name: "content-type", value: "application/grpc"))
+        fields.append(HTTP2HeaderField(name: "te", value: "trailers"))
+        fields.append(HTTP2HeaderField(name: "user-agent", value: configuration.userAgent))
+        fields.append(HTTP2HeaderField(name: "grpc-accept-encoding", value: "identity,gzip"))
         var remaining: Duration?
         if let deadline = request.deadline {
             let left = deadline - .now
@@ -467,7 +469,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private func flushOutput() {
         guard let context else { return }
         if outputEnabled, let session, context.channel.isWritable {
-            var buffer = context.channel.allocator.buffer(capacity: 0)
+            var buffer = outputBuffer.take()
             for _ in 0..<8 {
                 do {
                     let events = try session.drainOutput(into: &buffer)
@@ -480,6 +482,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 }
                 if !session.wantsWrite { break }
             }
+            outputBuffer.keep(buffer)
             if buffer.readableBytes > 0 {
                 context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
             }

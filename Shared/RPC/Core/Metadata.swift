@@ -53,9 +53,16 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
         entries.removeAll { $0.key == key }
     }
 
-    /// Removes every entry whose key `shouldRemove` picks (keys are lower-case).
+    /// Removes every entry whose key `shouldRemove` picks (keys are lower-case). Metadata that has none stays as
+    /// it is, without the copy a shared array makes for any in-place removal.
     public mutating func removeAll(where shouldRemove: (String) -> Bool) {
+        guard entries.contains(where: { shouldRemove($0.key) }) else { return }
         entries.removeAll { shouldRemove($0.key) }
+    }
+
+    /// Makes room for `count` entries in all, so that adding them does not grow the storage step by step.
+    public mutating func reserveCapacity(_ count: Int) {
+        entries.reserveCapacity(count)
     }
 
     /// The first text value of `key`.

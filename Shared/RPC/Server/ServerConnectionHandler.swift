@@ -32,6 +32,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
 
     /// Output waits for the TLS handshake (and an ALPN check) when TLS is on.
     private var outputEnabled: Bool
+    /// What each flush drains the session into (``ReusableOutputBuffer``).
+    private var outputBuffer = ReusableOutputBuffer(allocator: ByteBufferAllocator())
     private var inReadBurst = false
     private var flushScheduled = false
 
@@ -470,11 +472,12 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     private func sendResponseHeaders(_ stream: ServerStream, wantsCompression: Bool) {
         guard let session else { return }
         stream.headersSent = true
-        var fields = [
-            HTTP2HeaderField(name: ":status", value: "200"),
-            HTTP2HeaderField(name: "content-type", value: "application/grpc"),
-            HTTP2HeaderField(name: "grpc-accept-encoding", value: MessageEncoding.advertised),
-        ]
+        // One allocation for the whole block: appending past an array literal's size grew it once more per call.
+        var fields: [HTTP2HeaderField] = []
+        fields.reserveCapacity(4 + stream.context.initialMetadata.count)
+        fields.append(HTTP2HeaderField(name: ":status", value: "200"))
+        fields.append(HTTP2HeaderField(name: "content-type", value: "application/grpc"))
+        fields.append(HTTP2HeaderField(name: "grpc-accept-encoding", value: MessageEncoding.advertised))
         if stream.acceptsGzip && (wantsCompression || stream.context.compressResponses) {
             stream.responseEncoding = .gzip
             fields.append(.init(name: "grpc-encoding", value: "gzip"))
@@ -619,7 +622,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     /// Writes everything the session has to send in one buffer and one flush.
     private func flushOutput() {
         guard outputEnabled, let session, let context, context.channel.isWritable else { return }
-        var buffer = context.channel.allocator.buffer(capacity: 0)
+        var buffer = outputBuffer.take()
         for _ in 0..<8 {
             do {
                 let events = try session.drainOutput(into: &buffer)
@@ -632,6 +635,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             }
             if !session.wantsWrite { break }
         }
+        outputBuffer.keep(buffer)
         if buffer.readableBytes > 0 {
             context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
         }
