@@ -1,6 +1,10 @@
 internal import CNGHTTP2
 public import NIOCore
 
+#if canImport(Glibc)
+@preconcurrency internal import Glibc
+#endif
+
 /// One HTTP/2 connection endpoint (client or server), driven entirely in memory by nghttp2.
 ///
 /// Bytes read from the socket go in through ``receive(_:)``, which returns the protocol events they produced; bytes to
@@ -255,7 +259,7 @@ public final class HTTP2Session {
     }
 
     fileprivate func beginHeaders(streamID: Int32) {
-        incomingHeaders = IncomingHeaderBlock(streamID: streamID)
+        incomingHeaders.begin(streamID: streamID)
     }
 
     /// Collects one header field; false when the block outgrew the SETTINGS_MAX_HEADER_LIST_SIZE we advertised
@@ -371,19 +375,21 @@ public final class HTTP2Session {
 
 /// The header block being received, changed through one mutating call per header field: each access to a property
 /// of the session (a class, called back from C) costs a dynamic exclusivity check, and a request's dozen fields made
-/// three such accesses each.
+/// three such accesses each. It also keeps the connection's recent long strings (``RecentHeaderStrings``) from one
+/// block to the next.
 private struct IncomingHeaderBlock {
     /// 0: no block is being received (or the one being received outgrew the limit and is dropped).
     private var streamID: Int32 = 0
     private var fields: [HTTP2HeaderField] = []
     /// Its size as RFC 9113 counts it (name + value + 32 per field).
     private var listSize = 0
+    private var recent = RecentHeaderStrings()
 
-    init() {}
-
-    init(streamID: Int32) {
+    mutating func begin(streamID: Int32) {
         self.streamID = streamID
+        fields = []
         fields.reserveCapacity(12)
+        listSize = 0
     }
 
     /// Collects one field of stream `streamID`'s block; false when the block outgrew `limit` (it is dropped).
@@ -391,19 +397,65 @@ private struct IncomingHeaderBlock {
         guard self.streamID == streamID else { return true }
         listSize += name.count + value.count + 32
         guard listSize <= limit else {
-            self = IncomingHeaderBlock()
+            drop()
             return false
         }
-        fields.append(
-            HTTP2HeaderField(
-                name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
+        let name = recent.name(name)
+        fields.append(HTTP2HeaderField(name: name, value: recent.value(value, of: name)))
         return true
     }
 
     /// The fields of stream `streamID`'s complete block (none if it was dropped), leaving no block in progress.
     mutating func take(streamID: Int32) -> [HTTP2HeaderField] {
-        defer { self = IncomingHeaderBlock() }
+        defer { drop() }
         return self.streamID == streamID ? fields : []
+    }
+
+    private mutating func drop() {
+        streamID = 0
+        fields = []
+        listSize = 0
+    }
+}
+
+/// The long header names and values a connection received lately, so that the same bytes arriving again (a client
+/// sends the same `authorization`, `user-agent` and `content-type` on every call) reuse the `String` instead of
+/// allocating and validating a new one. Strings of up to 15 bytes are stored inline by Swift and skip this.
+/// Bounded: a few names, and per name only its last value, so values that change on every call (a request id) only
+/// ever replace their own entry.
+private struct RecentHeaderStrings {
+    private static let maximumNames = 32
+    /// Values longer than this are never kept (a large cookie-like field would pin memory for nothing).
+    private static let maximumValueLength = 1024
+
+    private var names: [String] = []
+    private var lastValues: [String: String] = [:]
+
+    mutating func name(_ bytes: UnsafeRawBufferPointer) -> String {
+        guard bytes.count > 15 else { return String(decoding: bytes, as: UTF8.self) }
+        if let known = names.first(where: { Self.equal($0, bytes) }) { return known }
+        let name = String(decoding: bytes, as: UTF8.self)
+        if names.count < Self.maximumNames { names.append(name) }
+        return name
+    }
+
+    mutating func value(_ bytes: UnsafeRawBufferPointer, of name: String) -> String {
+        guard bytes.count > 15, bytes.count <= Self.maximumValueLength else {
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        if let last = lastValues[name], Self.equal(last, bytes) { return last }
+        let value = String(decoding: bytes, as: UTF8.self)
+        if lastValues[name] != nil || lastValues.count < Self.maximumNames { lastValues[name] = value }
+        return value
+    }
+
+    /// Whether `string`'s UTF-8 is exactly `bytes`. A value decoded from invalid UTF-8 holds replacement characters,
+    /// so it never equals the bytes it came from and is made anew each time, as before.
+    private static func equal(_ string: String, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        var string = string
+        return string.withUTF8 { utf8 in
+            utf8.count == bytes.count && (utf8.count == 0 || memcmp(utf8.baseAddress!, bytes.baseAddress!, utf8.count) == 0)
+        }
     }
 }
 

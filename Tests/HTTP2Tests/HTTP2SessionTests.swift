@@ -41,6 +41,43 @@ struct HTTP2SessionTests {
         #expect(client.wantsReadOrWrite && server.wantsReadOrWrite)
     }
 
+    @Test("long header values and names repeated across requests arrive exactly as sent, also when they change")
+    func repeatedLongHeadersArriveAsSent() throws {
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        _ = try exchange(client: client, server: server)
+        let tokenA = "Bearer " + String(repeating: "a", count: 300)
+        let tokenB = "Bearer " + String(repeating: "a", count: 299) + "b"  // same length, last byte differs
+        // A value that changes every time (a request id), a long custom name, and a token that comes back.
+        let sent: [(token: String, requestID: String)] = [
+            (tokenA, "11111111-1111-4111-8111-111111111111"), (tokenA, "22222222-2222-4222-8222-222222222222"),
+            (tokenB, "33333333-3333-4333-8333-333333333333"), (tokenA, "44444444-4444-4444-8444-444444444444"),
+            ("short", "55555555-5555-4555-8555-555555555555"),
+        ]
+        var streams: [Int32] = []
+        for request in sent {
+            let streamID = try client.submitRequest(
+                [
+                    .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
+                    .init(name: ":path", value: "/echo"), .init(name: ":authority", value: "localhost"),
+                    .init(name: "authorization", value: request.token),
+                    .init(name: "x-request-id", value: request.requestID),
+                    .init(name: "x-a-rather-long-custom-header", value: "application/grpc+proto"),
+                ],
+                endStream: true)
+            streams.append(streamID)
+            // One exchange per request, so every block is decoded after the one before it.
+            let (_, serverEvents) = try exchange(client: client, server: server)
+            let fields = serverEvents.compactMap { event -> [HTTP2HeaderField]? in
+                if case .headers(streamID, let fields, true) = event { fields } else { nil }
+            }.first
+            #expect(fields?.first { $0.name == "authorization" }?.value == request.token)
+            #expect(fields?.first { $0.name == "x-request-id" }?.value == request.requestID)
+            #expect(fields?.first { $0.name == "x-a-rather-long-custom-header" }?.value == "application/grpc+proto")
+        }
+        #expect(streams.count == sent.count)
+    }
+
     @Test("a request with a body gets headers, data and trailers back")
     func requestResponseWithTrailers() throws {
         let client = try HTTP2Session(role: .client)
