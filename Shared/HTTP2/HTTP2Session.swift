@@ -443,9 +443,15 @@ private struct RecentHeaderStrings {
         guard bytes.count > 15, bytes.count <= Self.maximumValueLength else {
             return String(decoding: bytes, as: UTF8.self)
         }
-        if let last = lastValues[name], Self.equal(last, bytes) { return last }
+        // One hash of the name, hit or miss: a value that changes on every call (a request id) misses every time.
+        let known = lastValues.index(forKey: name)
+        if let known, Self.equal(lastValues.values[known], bytes) { return lastValues.values[known] }
         let value = String(decoding: bytes, as: UTF8.self)
-        if lastValues[name] != nil || lastValues.count < Self.maximumNames { lastValues[name] = value }
+        if let known {
+            lastValues.values[known] = value
+        } else if lastValues.count < Self.maximumNames {
+            lastValues[name] = value
+        }
         return value
     }
 
