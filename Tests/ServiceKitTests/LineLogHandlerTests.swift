@@ -85,6 +85,25 @@ import Testing
         #expect(lines.map { $0.split(separator: " ").last.map(String.init) } == (0..<100).map { "\($0)" })
     }
 
+    @Test func aBatchGoesOutWithTheFirstLineAfterTheDelayWithoutWaitingForTheTimer() async throws {
+        let file = try LogFile()
+        let output = LineOutput(
+            fileDescriptor: file.handle.fileDescriptor, batchingDelay: .milliseconds(10), idleFlushDelay: .seconds(60))
+        let logger = Logger(label: "batch") { LineLogHandler(label: $0, output: output) }
+        logger.info("first")
+        logger.info("second")
+        #expect(file.text.isEmpty)
+        // The coarse clock advances by a scheduler tick (up to 4 ms); 30 ms is past the delay whatever the tick.
+        try await Task.sleep(for: .milliseconds(30))
+        #expect(file.text.isEmpty)
+        logger.info("third")
+        #expect(file.text.split(separator: "\n").map { $0.split(separator: " ").last } == ["first", "second", "third"])
+        logger.info("fourth")
+        #expect(file.text.split(separator: "\n").count == 3)
+        output.flush()
+        #expect(file.text.split(separator: "\n").count == 4)
+    }
+
     /// Fields in key order, as a per-call line gives them.
     struct CallFields: LogLineFields {
         var fields: [(String, String)]
