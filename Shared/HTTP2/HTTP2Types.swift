@@ -104,6 +104,8 @@ public struct HTTP2Configuration: Sendable {
         nghttp2_option_set_stream_reset_rate_limit(option, streamResetBurst, streamResetRatePerSecond)
         nghttp2_option_set_max_continuations(option, maxContinuations)
         nghttp2_option_set_max_send_header_block_length(option, 64 << 10)
+        // No RFC 7540 priority tree (see `settingsEntries`), so no closed streams kept for it either.
+        nghttp2_option_set_no_closed_streams(option, 1)
     }
 
     func settingsEntries() -> [nghttp2_settings_entry] {
@@ -115,6 +117,9 @@ public struct HTTP2Configuration: Sendable {
                 value: UInt32(initialStreamWindowSize)),
             nghttp2_settings_entry(
                 settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: maxHeaderListSize),
+            // RFC 9218: we do not use RFC 7540's stream priorities (gRPC has none). nghttp2 then schedules streams
+            // without its dependency tree and ignores PRIORITY frames, which saves work on every stream.
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES.rawValue), value: 1),
         ]
     }
 }

@@ -79,6 +79,29 @@ class BadInputTest(unittest.TestCase):
         (flag, body), = st.grpc_messages()
         self.assertEqual(len(self.m.SimpleResponse.FromString(body).payload.body), 10)
 
+    def test_rfc7540_priority_signals_are_ignored(self):
+        """The server declares SETTINGS_NO_RFC7540_PRIORITIES = 1 (RFC 9218): gRPC has no stream priorities, and
+        nghttp2 then schedules streams without its dependency tree. A client that still sends RFC 7540 signals (a
+        PRIORITY frame, HEADERS with the PRIORITY flag, a stream depending exclusively on another) is answered as
+        usual."""
+        conn = self.connect()
+        conn.wait_for(lambda: conn.peer_settings_received, 5, "server SETTINGS")
+        self.assertEqual(conn.peer_settings.get(h2raw.SETTINGS_NO_RFC7540_PRIORITIES), 1, conn.peer_settings)
+        first = conn.new_stream_id()
+        conn.send_frame(h2raw.PRIORITY, 0, first, struct.pack(">IB", 0, 199))  # on the idle stream: weight 200
+        second = conn.new_stream_id()
+        for sid, depends_on in ((first, 0), (second, 0x80000000 | first)):  # the second: exclusive on the first
+            conn.streams[sid] = h2raw.Stream(sid)
+            block = conn.encoder.encode(conn.grpc_headers(SERVICE + "EmptyCall"))
+            conn.send_frame(h2raw.HEADERS, h2raw.FLAG_END_HEADERS | h2raw.FLAG_PRIORITY, sid,
+                            struct.pack(">IB", depends_on, 15) + block)
+        for sid in (second, first):
+            conn.send_data(sid, h2raw.grpc_frame(b""), end_stream=True)
+        for sid in (first, second):
+            st = conn.wait_stream(sid, timeout=10)
+            self.assertGrpcStatus(st, h2raw.GRPC_OK)
+            self.assertEqual(st.grpc_messages(), [(0, b"")])
+
     # --- header problems ---------------------------------------------------------------------------------------
 
     def test_wrong_content_type_gets_http_415(self):
