@@ -155,8 +155,8 @@ for mode in modes { _ = try await measure(concurrency: options.concurrency, seco
 struct RoundFigures {
     var calls = 0
     var p50 = Double.nan
-    /// CPU seconds of the gateway, habits and the proxy during the round.
-    var cpu = (gateway: 0.0, habits: 0.0, proxy: 0.0)
+    /// CPU seconds of the gateway, habits, the proxy and this client during the round.
+    var cpu = (gateway: 0.0, habits: 0.0, proxy: 0.0, client: 0.0)
 }
 
 let pooled = Dictionary(uniqueKeysWithValues: modes.map { ($0.name, Samples()) })
@@ -167,15 +167,21 @@ for round in 0..<options.rounds {
     var figures: [String: RoundFigures] = [:]
     for mode in order {
         let samples = Samples()
-        let before = (cpuSeconds(options.gatewayPID), cpuSeconds(options.habitsPID), cpuSeconds(options.proxyPID))
+        let before = (
+            cpuSeconds(options.gatewayPID), cpuSeconds(options.habitsPID), cpuSeconds(options.proxyPID),
+            ProcessCPU.seconds(getpid()))
         let calls = try await measure(
             concurrency: options.concurrency, seconds: options.seconds, into: samples, mode.call)
-        let after = (cpuSeconds(options.gatewayPID), cpuSeconds(options.habitsPID), cpuSeconds(options.proxyPID))
+        let after = (
+            cpuSeconds(options.gatewayPID), cpuSeconds(options.habitsPID), cpuSeconds(options.proxyPID),
+            ProcessCPU.seconds(getpid()))
         let sorted = samples.sorted
         pooled[mode.name]!.add(sorted)
         figures[mode.name] = RoundFigures(
             calls: calls, p50: percentile(sorted, 0.50),
-            cpu: ((after.0 ?? 0) - (before.0 ?? 0), (after.1 ?? 0) - (before.1 ?? 0), (after.2 ?? 0) - (before.2 ?? 0)))
+            cpu: (
+                (after.0 ?? 0) - (before.0 ?? 0), (after.1 ?? 0) - (before.1 ?? 0), (after.2 ?? 0) - (before.2 ?? 0),
+                after.3 - before.3))
     }
     measuredRounds.append(figures)
 }
@@ -189,12 +195,17 @@ func median(_ values: [Double]) -> Double {
     percentile(values.sorted(), 0.50)
 }
 
-/// One path's calls and the CPU seconds of the gateway, habits and the proxy, over all rounds.
-func totals(_ name: String, in rounds: [[String: RoundFigures]]) -> (calls: Int, cpu: (gateway: Double, habits: Double, proxy: Double)) {
-    var sum = (calls: 0, cpu: (gateway: 0.0, habits: 0.0, proxy: 0.0))
+/// One path's calls and the CPU seconds of the gateway, habits, the proxy and this client, over all rounds.
+func totals(_ name: String, in rounds: [[String: RoundFigures]]) -> (
+    calls: Int, cpu: (gateway: Double, habits: Double, proxy: Double, client: Double)
+) {
+    var sum = (calls: 0, cpu: (gateway: 0.0, habits: 0.0, proxy: 0.0, client: 0.0))
     for figures in rounds.compactMap({ $0[name] }) {
         sum.calls += figures.calls
-        sum.cpu = (sum.cpu.gateway + figures.cpu.gateway, sum.cpu.habits + figures.cpu.habits, sum.cpu.proxy + figures.cpu.proxy)
+        sum.cpu = (
+            sum.cpu.gateway + figures.cpu.gateway, sum.cpu.habits + figures.cpu.habits,
+            sum.cpu.proxy + figures.cpu.proxy, sum.cpu.client + figures.cpu.client
+        )
     }
     return sum
 }
@@ -239,6 +250,6 @@ if options.gatewayPID != nil || options.habitsPID != nil || options.proxyPID != 
         print(
             String(
                 format: "CPU per call, %@: gateway %.0f µs, habits %.0f µs", mode.name, spent.gateway / calls * 1e6,
-                spent.habits / calls * 1e6) + proxy)
+                spent.habits / calls * 1e6) + proxy + String(format: ", this client %.0f µs", spent.client / calls * 1e6))
     }
 }
