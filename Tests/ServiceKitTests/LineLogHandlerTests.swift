@@ -88,13 +88,14 @@ import Testing
     @Test func aBatchGoesOutWithTheFirstLineAfterTheDelayWithoutWaitingForTheTimer() async throws {
         let file = try LogFile()
         let output = LineOutput(
-            fileDescriptor: file.handle.fileDescriptor, batchingDelay: .milliseconds(10), idleFlushDelay: .seconds(60))
+            fileDescriptor: file.handle.fileDescriptor, batchingDelay: .milliseconds(200), idleFlushDelay: .seconds(60))
         let logger = Logger(label: "batch") { LineLogHandler(label: $0, output: output) }
         logger.info("first")
         logger.info("second")
         #expect(file.text.isEmpty)
-        // The coarse clock advances by a scheduler tick (up to 4 ms); 30 ms is past the delay whatever the tick.
-        try await Task.sleep(for: .milliseconds(30))
+        // The delay is long enough that the two lines above never straddle it, even on a busy machine; the coarse
+        // clock advances by a scheduler tick (up to 4 ms), so 300 ms is past it whatever the tick.
+        try await Task.sleep(for: .milliseconds(300))
         #expect(file.text.isEmpty)
         logger.info("third")
         #expect(file.text.split(separator: "\n").map { $0.split(separator: " ").last } == ["first", "second", "third"])
