@@ -54,6 +54,45 @@ struct MessageDeframerTests {
         #expect(try deframer.next() == nil)
     }
 
+    @Test("a message that arrived whole is framed again with no copy; another flag gets its own prefix")
+    func passingAMessageOnReusesItsPrefix() throws {
+        let wire = framed([[1, 2, 3], [4]])
+        let original = Array(wire.readableBytesView)
+        var deframer = MessageDeframer(maxMessageSize: 100)
+        deframer.append(wire)
+        let first = try #require(try deframer.next())
+        let second = try #require(try deframer.next())
+        #expect(Array(first.payload.readableBytesView) == [1, 2, 3])
+        #expect(Array(second.payload.readableBytesView) == [4])
+
+        // Passed on unchanged: the received prefix and bytes themselves, not a copy (same memory as the wire).
+        let allocator = ByteBufferAllocator()
+        let again = framedMessage(first.payload, compressed: false, allocator: allocator)
+        #expect(Array(again.readableBytesView) == [0, 0, 0, 0, 3, 1, 2, 3])
+        #expect(again.withUnsafeReadableBytes { $0.baseAddress } == wire.withUnsafeReadableBytes { $0.baseAddress })
+        #expect(Array(framedMessage(second.payload, compressed: false, allocator: allocator).readableBytesView)
+            == [0, 0, 0, 0, 1, 4])
+
+        // Framed with another flag: a prefix of its own, and the received bytes stay as they were.
+        let flagged = framedMessage(first.payload, compressed: true, allocator: allocator)
+        #expect(Array(flagged.readableBytesView) == [1, 0, 0, 0, 3, 1, 2, 3])
+        #expect(Array(wire.readableBytesView) == original)
+        #expect(Array(first.payload.readableBytesView) == [1, 2, 3])
+    }
+
+    @Test("a payload whose prefix came in an earlier buffer is framed into a buffer of its own")
+    func payloadWithoutItsPrefixIsCopied() throws {
+        var wire = framed([[7, 8, 9]])
+        var deframer = MessageDeframer(maxMessageSize: 100)
+        deframer.append(wire.readSlice(length: 5)!)
+        #expect(try deframer.next() == nil)
+        deframer.append(wire.readSlice(length: 3)!)
+        let message = try #require(try deframer.next())
+        #expect(message.payload.readerIndex == 0)
+        let again = framedMessage(message.payload, compressed: false, allocator: ByteBufferAllocator())
+        #expect(Array(again.readableBytesView) == [0, 0, 0, 0, 3, 7, 8, 9])
+    }
+
     @Test("an oversized length is refused as soon as the prefix is in, before the payload arrives")
     func oversizedBeforePayload() {
         var deframer = MessageDeframer(maxMessageSize: 4 << 20)

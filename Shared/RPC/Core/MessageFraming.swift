@@ -50,18 +50,27 @@ public struct MessageDeframer: Sendable {
     }
 
     /// The next complete message, or `nil` when more bytes are needed.
+    ///
+    /// When the prefix and the payload are in one buffer (the common case), the payload keeps its prefix in front of
+    /// it (`readerIndex` 5 of a slice that starts at the prefix): a proxy that passes the message on unchanged then
+    /// frames it with no copy (``framedMessage(_:compressed:allocator:)``).
     public mutating func next() throws(Failure) -> FramedMessage? {
         guard buffer != nil else { return nil }
         if pending == nil {
+            let start = buffer!.readerIndex
             guard buffer!.readableBytes >= 5,
-                let flag = buffer!.readInteger(as: UInt8.self),
-                let length = buffer!.readInteger(endianness: .big, as: UInt32.self)
+                let flag = buffer!.getInteger(at: start, as: UInt8.self),
+                let length = buffer!.getInteger(at: start + 1, endianness: .big, as: UInt32.self).map(Int.init)
             else { return nil }
             guard flag <= 1 else { throw .invalidFlag(flag) }
-            guard Int(length) <= maxMessageSize else {
-                throw .messageTooLarge(length: Int(length), limit: maxMessageSize)
+            guard length <= maxMessageSize else { throw .messageTooLarge(length: length, limit: maxMessageSize) }
+            if var whole = buffer!.readSlice(length: 5 + length) {
+                whole.moveReaderIndex(forwardBy: 5)
+                if buffer!.readableBytes == 0 { buffer = nil }
+                return FramedMessage(compressed: flag == 1, payload: whole)
             }
-            pending = (flag == 1, Int(length))
+            buffer!.moveReaderIndex(forwardBy: 5)
+            pending = (flag == 1, length)
         }
         guard let (compressed, length) = pending, let payload = buffer!.readSlice(length: length) else { return nil }
         pending = nil

@@ -40,15 +40,22 @@ struct ProtobufBuffer: SwiftProtobufContiguousBytes {
 public let framingHeadroom = 5
 
 /// Frames `payload` as one Length-Prefixed-Message. When the payload has headroom in front of it (as serialized
-/// messages do), the prefix is written there and nothing is copied.
+/// messages do), the prefix is written there and nothing is copied. A received message passed on unchanged
+/// (``MessageDeframer/next()``) already has this very prefix in front: it is used as it is, without a write, so the
+/// received bytes are not copied either, even while something else still holds them.
 public func framedMessage(_ payload: ByteBuffer, compressed: Bool, allocator: ByteBufferAllocator) -> ByteBuffer {
     var payload = payload
     let length = payload.readableBytes
     if payload.readerIndex >= framingHeadroom {
         let start = payload.readerIndex - framingHeadroom
-        payload.setInteger(compressed ? UInt8(1) : 0, at: start)
-        payload.setInteger(UInt32(length), at: start + 1, endianness: .big)
+        let flag: UInt8 = compressed ? 1 : 0
         payload.moveReaderIndex(to: start)
+        if payload.getInteger(at: start, as: UInt8.self) != flag
+            || payload.getInteger(at: start + 1, endianness: .big, as: UInt32.self) != UInt32(length)
+        {
+            payload.setInteger(flag, at: start)
+            payload.setInteger(UInt32(length), at: start + 1, endianness: .big)
+        }
         return payload
     }
     var framed = allocator.buffer(capacity: framingHeadroom + length)
