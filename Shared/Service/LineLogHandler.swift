@@ -242,8 +242,9 @@ final class LineOutput: Sendable {
     }
 
     private let fileDescriptor: Int32
+    /// In nanoseconds, as ``monotonicNanoseconds()`` counts.
     private let batchingDelay: UInt64?
-    private let idleFlushDelay: Duration
+    private let idleFlushDelay: DispatchTimeInterval
     private let state = Mutex(State())
     private static let maximumPendingBytes = 64 * 1024
     let clock = LogTimestampClock()
@@ -254,10 +255,8 @@ final class LineOutput: Sendable {
     ///   - idleFlushDelay: how long a line may wait when no line follows it (at least `batchingDelay`).
     init(fileDescriptor: Int32, batchingDelay: Duration?, idleFlushDelay: Duration = .milliseconds(100)) {
         self.fileDescriptor = fileDescriptor
-        self.batchingDelay = batchingDelay.map {
-            UInt64($0.components.seconds) * 1_000_000_000 + UInt64($0.components.attoseconds / 1_000_000_000)
-        }
-        self.idleFlushDelay = max(idleFlushDelay, batchingDelay ?? .zero)
+        self.batchingDelay = batchingDelay.map { UInt64(Self.nanoseconds($0)) }
+        self.idleFlushDelay = .nanoseconds(Self.nanoseconds(max(idleFlushDelay, batchingDelay ?? .zero)))
     }
 
     func write(_ line: String, level: Logger.Level) {
@@ -283,9 +282,7 @@ final class LineOutput: Sendable {
             return true
         }
         if scheduleIdleFlush {
-            let nanoseconds = Int(idleFlushDelay.components.seconds) * 1_000_000_000
-                + Int(idleFlushDelay.components.attoseconds / 1_000_000_000)
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { self.flush() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + idleFlushDelay) { self.flush() }
         }
     }
 
@@ -297,6 +294,10 @@ final class LineOutput: Sendable {
             writeAll(state.pending)
             state.pending.removeAll(keepingCapacity: true)
         }
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int {
+        Int(duration.components.seconds) * 1_000_000_000 + Int(duration.components.attoseconds / 1_000_000_000)
     }
 
     /// A coarse monotonic clock (the kernel's last tick; no system call): precise enough for a batch's age.
