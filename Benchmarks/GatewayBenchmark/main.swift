@@ -151,6 +151,14 @@ if let proxyChannel {
 // Warm-up: connections, caches (the gateway's session check, the pools), JIT-free but page-cache-warm.
 for mode in modes { _ = try await measure(concurrency: options.concurrency, seconds: 2, into: Samples(), mode.call) }
 
+/// CPU seconds so far of the gateway, habits, the proxy (each `nil` without its pid) and this client.
+func cpuOfEveryProcess() -> (Double?, Double?, Double?, Double) {
+    (
+        cpuSeconds(options.gatewayPID), cpuSeconds(options.habitsPID), cpuSeconds(options.proxyPID),
+        ProcessCPU.seconds(getpid())
+    )
+}
+
 /// What one path did in one round.
 struct RoundFigures {
     var calls = 0
@@ -167,14 +175,10 @@ for round in 0..<options.rounds {
     var figures: [String: RoundFigures] = [:]
     for mode in order {
         let samples = Samples()
-        let before = (
-            cpuSeconds(options.gatewayPID), cpuSeconds(options.habitsPID), cpuSeconds(options.proxyPID),
-            ProcessCPU.seconds(getpid()))
+        let before = cpuOfEveryProcess()
         let calls = try await measure(
             concurrency: options.concurrency, seconds: options.seconds, into: samples, mode.call)
-        let after = (
-            cpuSeconds(options.gatewayPID), cpuSeconds(options.habitsPID), cpuSeconds(options.proxyPID),
-            ProcessCPU.seconds(getpid()))
+        let after = cpuOfEveryProcess()
         let sorted = samples.sorted
         pooled[mode.name]!.add(sorted)
         figures[mode.name] = RoundFigures(
