@@ -264,8 +264,10 @@ public final class HTTP2Session {
 
     /// Collects one header field; false when the block outgrew the SETTINGS_MAX_HEADER_LIST_SIZE we advertised
     /// (nghttp2 then resets just that stream).
-    fileprivate func header(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
-        incomingHeaders.add(streamID: streamID, name: name, value: value, limit: maxHeaderListSize)
+    fileprivate func header(
+        streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, neverIndexed: Bool
+    ) -> Bool {
+        incomingHeaders.add(streamID: streamID, name: name, value: value, neverIndexed: neverIndexed, limit: maxHeaderListSize)
     }
 
     fileprivate func frameReceived(type: UInt8, flags: UInt8, streamID: Int32, frame: UnsafePointer<nghttp2_frame>) {
@@ -393,7 +395,9 @@ private struct IncomingHeaderBlock {
     }
 
     /// Collects one field of stream `streamID`'s block; false when the block outgrew `limit` (it is dropped).
-    mutating func add(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, limit: Int) -> Bool {
+    mutating func add(
+        streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, neverIndexed: Bool, limit: Int
+    ) -> Bool {
         guard self.streamID == streamID else { return true }
         listSize += name.count + value.count + 32
         guard listSize <= limit else {
@@ -401,7 +405,7 @@ private struct IncomingHeaderBlock {
             return false
         }
         let name = recent.name(name)
-        fields.append(HTTP2HeaderField(name: name, value: recent.value(value, of: name)))
+        fields.append(HTTP2HeaderField(name: name, value: recent.value(value, of: name), neverIndexed: neverIndexed))
         return true
     }
 
@@ -489,12 +493,14 @@ private func installCallbacks(_ callbacks: OpaquePointer?) {
         session.beginHeaders(streamID: frame.pointee.hd.stream_id)
         return 0
     }
-    nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, userData in
+    nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+        _, frame, name, nameLength, value, valueLength, flags, userData in
         guard let frame, let session = owner(userData) else { return 0 }
         let accepted = session.header(
             streamID: frame.pointee.hd.stream_id,
             name: UnsafeRawBufferPointer(start: name, count: nameLength),
-            value: UnsafeRawBufferPointer(start: value, count: valueLength))
+            value: UnsafeRawBufferPointer(start: value, count: valueLength),
+            neverIndexed: flags & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) != 0)
         return accepted ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
     }
     nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
@@ -545,7 +551,8 @@ private func withNameValues<Result, Failure: Error>(
                 (nameValues.baseAddress! + index).initialize(
                     to: nghttp2_nv(
                         name: base + nameStart, value: base + valueStart, namelen: valueStart - nameStart,
-                        valuelen: offset - valueStart, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+                        valuelen: offset - valueStart,
+                        flags: UInt8((field.neverIndexed ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE).rawValue)))
             }
             return try body(UnsafePointer(nameValues.baseAddress!), fields.count)
         }

@@ -5,10 +5,17 @@ public import NIOCore
 public struct HTTP2HeaderField: Hashable, Sendable {
     public var name: String
     public var value: String
+    /// HPACK's "never indexed" representation (RFC 7541 section 6.2.3): the field stays out of both ends' dynamic
+    /// tables, and an intermediary must pass it on the same way. For secrets on a connection that also carries
+    /// values someone else chose (whose compressed sizes could otherwise reveal them, section 7.1), and for values
+    /// unique to one call, which would only push reusable entries out of the tables. On a received field: how the
+    /// peer sent it.
+    public var neverIndexed: Bool
 
-    public init(name: String, value: String) {
+    public init(name: String, value: String, neverIndexed: Bool = false) {
         self.name = name
         self.value = value
+        self.neverIndexed = neverIndexed
     }
 }
 

@@ -92,7 +92,9 @@ public struct InternalCredential: Sendable {
         let signature = recentSignatures.signature(of: message, second: seconds) {
             Hex.encode(key.authenticationCode(for: message))
         }
-        metadata.add(Key.signature, signature)
+        // A secret on connections that also carry metadata the gateway's clients chose: HPACK's "never indexed" keeps
+        // it out of the compression tables, whose effect on frame sizes could otherwise be probed (RFC 7541 7.1.3).
+        metadata.add(Key.signature, signature, neverIndexed: true)
     }
 
     /// The identity `metadata` vouches for on a call of `method`; `UNAUTHENTICATED` when it is missing, forged,

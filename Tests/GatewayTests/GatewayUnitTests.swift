@@ -34,6 +34,10 @@ import Testing
         #expect(options.metadata.values("x-request-id") == [.text("request-7")])
         #expect(options.metadata["x-app-version"] == "1.2")
         #expect(options.timeout == .seconds(30))
+        // The signature (a secret on a connection shared with other clients' metadata) and the request id (unique
+        // to the call) stay out of HPACK's tables; the rest may be indexed.
+        let neverIndexed = options.metadata.filter(\.neverIndexed).map(\.key)
+        #expect(neverIndexed.sorted() == ["x-habitflow-internal-auth", "x-request-id"])
         // The gateway signs for the caller it authenticated: a service verifies exactly that identity.
         let identity = try credential.verify(options.metadata, method: method)
         #expect(identity == CallerIdentity(caller: "gateway", userID: caller.userID, sessionID: "session-1", clientAddress: "203.0.113.9"))

@@ -75,6 +75,39 @@ struct HTTP2SessionTests {
         }
     }
 
+    @Test("a field sent never indexed arrives marked so and is sent in full every time; an indexable one is not")
+    func neverIndexedFieldsStayOutOfTheTables() throws {
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        _ = try exchange(client: client, server: server)
+        let secret = String(repeating: "x", count: 100)
+        let shared = String(repeating: "y", count: 100)
+        var blockSizes: [Int] = []
+        for _ in 0..<2 {
+            let streamID = try client.submitRequest(
+                [
+                    .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
+                    .init(name: ":path", value: "/echo"), .init(name: ":authority", value: "localhost"),
+                    .init(name: "x-secret", value: secret, neverIndexed: true),
+                    .init(name: "x-shared", value: shared),
+                ],
+                endStream: true)
+            var toServer = ByteBuffer()
+            try client.drainOutput(into: &toServer)
+            blockSizes.append(toServer.readableBytes)
+            let fields = try server.receive(toServer).compactMap { event -> [HTTP2HeaderField]? in
+                if case .headers(streamID, let fields, true) = event { fields } else { nil }
+            }.first
+            #expect(fields?.first { $0.name == "x-secret" } == .init(name: "x-secret", value: secret, neverIndexed: true))
+            #expect(fields?.first { $0.name == "x-shared" } == .init(name: "x-shared", value: shared))
+            _ = try exchange(client: client, server: server)
+        }
+        // The second block refers to the indexed field by its table index, but carries the secret again (about
+        // 90 bytes Huffman-coded): without the flag it would be a few bytes.
+        #expect(blockSizes[1] > 90)
+        #expect(blockSizes[1] < blockSizes[0] - 80)
+    }
+
     @Test("a request with a body gets headers, data and trailers back")
     func requestResponseWithTrailers() throws {
         let client = try HTTP2Session(role: .client)

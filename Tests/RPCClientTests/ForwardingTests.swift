@@ -175,6 +175,24 @@ private struct ProxiedBackend {
         await proxied.stop()
     }
 
+    @Test(
+        "fields sent never indexed (HPACK) are passed on never indexed, both ways; others stay indexable",
+        arguments: [false, true])
+    func neverIndexedFieldsStayNeverIndexed(fastPath: Bool) async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: fastPath)
+        var options = CallOptions()
+        options.metadata.add("x-secret", "s3cret", neverIndexed: true)
+        options.metadata.add("x-user", "42")
+        options.metadata.add(TraceContext.headerName, TraceContext.newRoot().traceparent)
+        let response = try await proxied.client.unary(
+            ProbeService.metadata, Google_Protobuf_Empty(), options: options, responseType: Google_Protobuf_StringValue.self)
+        // The proxy continues the trace in a child span, unique to the call: that one is sent never indexed.
+        #expect(response.message.value.hasSuffix(";never-indexed=traceparent,x-secret"))
+        #expect(response.initialMetadata.first { $0.key == "x-probe-secret" }?.neverIndexed == true)
+        #expect(response.initialMetadata.first { $0.key == "x-probe" }?.neverIndexed == false)
+        await proxied.stop()
+    }
+
     @Test(arguments: [false, true]) func statusDetailsAndTrailersUnchanged(fastPath: Bool) async throws {
         let proxied = try await ProxiedBackend.start(fastPath: fastPath)
         func failure(through channel: RPCChannel) async -> RPCError? {

@@ -93,7 +93,12 @@ struct ProbeService: RPCService {
             },
             .unary(Self.peer) { (_: Google_Protobuf_Empty, context) in Google_Protobuf_StringValue(context.peer) },
             .unary(Self.metadata) { (_: Google_Protobuf_Empty, context) in
-                let seen = ["authorization", "traceparent", "x-user"].map { "\($0)=\(context.requestMetadata[$0] ?? "")" }
+                var seen = ["authorization", "traceparent", "x-user"].map { "\($0)=\(context.requestMetadata[$0] ?? "")" }
+                // The keys whose fields arrived with HPACK's "never indexed" representation.
+                let neverIndexed = context.requestMetadata.filter(\.neverIndexed).map(\.key).sorted()
+                seen.append("never-indexed=" + neverIndexed.joined(separator: ","))
+                context.addInitialMetadata("x-probe-secret", "answer", neverIndexed: true)
+                context.addInitialMetadata("x-probe", "plain")
                 return Google_Protobuf_StringValue(seen.joined(separator: ";"))
             },
         ]

@@ -26,7 +26,8 @@ struct GatewayCallInfo: Sendable {
     static func starting(_ context: ServerContext) -> GatewayCallInfo {
         let info = GatewayCallInfo(
             requestID: requestID(from: context.requestMetadata), clientAddress: clientAddress(fromPeer: context.peer))
-        context.addInitialMetadata(requestIDKey, info.requestID)
+        // Unique to the call: kept out of the header compression tables, where it would only displace reusable fields.
+        context.addInitialMetadata(requestIDKey, info.requestID, neverIndexed: true)
         return info
     }
 

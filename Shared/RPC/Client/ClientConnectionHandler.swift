@@ -352,13 +352,14 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 return transport.fail(RPCError(.deadlineExceeded, "deadline exceeded before the call started"))
             }
             remaining = left
-            fields.append(.init(name: "grpc-timeout", value: GRPCTimeout.format(left)))
+            // The remaining time differs on every call: indexing it would only push reusable fields out of the tables.
+            fields.append(.init(name: "grpc-timeout", value: GRPCTimeout.format(left), neverIndexed: true))
         }
         if let compression = request.compression {
             fields.append(.init(name: "grpc-encoding", value: compression.rawValue))
         }
-        request.metadata.forEachHeaderField { name, value in
-            if !Self.isReserved(name) { fields.append(.init(name: name, value: value)) }
+        request.metadata.forEachHeaderField { name, value, neverIndexed in
+            if !Self.isReserved(name) { fields.append(.init(name: name, value: value, neverIndexed: neverIndexed)) }
         }
 
         let streamID: Int32

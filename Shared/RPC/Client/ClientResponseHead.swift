@@ -24,7 +24,7 @@ struct ClientResponseHead {
             case "grpc-status-details-bin": statusDetails = field.value
             default:
                 guard !field.name.hasPrefix(":"), !field.name.hasPrefix("grpc-") else { continue }
-                metadata.addReceived(name: field.name, value: field.value)
+                metadata.addReceived(name: field.name, value: field.value, neverIndexed: field.neverIndexed)
             }
         }
     }

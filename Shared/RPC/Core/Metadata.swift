@@ -17,6 +17,8 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
     public struct Entry: Sendable, Hashable {
         public var key: String
         public var value: Value
+        /// Sent with HPACK's "never indexed" representation, as received or as asked for (see ``add(_:_:neverIndexed:)``).
+        public var neverIndexed = false
     }
 
     private var entries: [Entry] = []
@@ -27,15 +29,17 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
         for (key, value) in elements { entries.append(Entry(key: key.lowercased(), value: value)) }
     }
 
-    /// Adds a text value (keys are lower-cased).
-    public mutating func add(_ key: String, _ value: String) {
-        entries.append(Entry(key: normalized(key), value: .text(value)))
+    /// Adds a text value (keys are lower-cased). `neverIndexed` keeps it out of HTTP/2 header compression's tables
+    /// (HPACK's "never indexed", which proxies keep): for a secret, such as a credential, on a connection that also
+    /// carries other callers' values, and for a value unique to one call.
+    public mutating func add(_ key: String, _ value: String, neverIndexed: Bool = false) {
+        entries.append(Entry(key: normalized(key), value: .text(value), neverIndexed: neverIndexed))
     }
 
     /// Adds a binary value; `key` must end in `-bin`.
-    public mutating func add(_ key: String, binary value: [UInt8]) {
+    public mutating func add(_ key: String, binary value: [UInt8], neverIndexed: Bool = false) {
         precondition(key.hasSuffix("-bin"), "binary metadata keys end in -bin")
-        entries.append(Entry(key: normalized(key), value: .binary(value)))
+        entries.append(Entry(key: normalized(key), value: .binary(value), neverIndexed: neverIndexed))
     }
 
     public mutating func add(contentsOf other: Metadata) {
@@ -43,9 +47,9 @@ public struct Metadata: Sendable, Hashable, Sequence, ExpressibleByDictionaryLit
     }
 
     /// Replaces every value of `key` with one text value.
-    public mutating func set(_ key: String, _ value: String) {
+    public mutating func set(_ key: String, _ value: String, neverIndexed: Bool = false) {
         removeAll(key)
-        add(key, value)
+        add(key, value, neverIndexed: neverIndexed)
     }
 
     public mutating func removeAll(_ key: String) {
@@ -125,32 +129,33 @@ extension Metadata {
     public var headerFields: [(name: String, value: String)] {
         var fields: [(name: String, value: String)] = []
         fields.reserveCapacity(entries.count)
-        forEachHeaderField { fields.append(($0, $1)) }
+        forEachHeaderField { name, value, _ in fields.append((name, value)) }
         return fields
     }
 
     /// Calls `body` with each header field as sent on the wire, without building ``headerFields`` (transports
     /// copy the fields into their own header blocks, once per call).
-    public func forEachHeaderField(_ body: (_ name: String, _ value: String) -> Void) {
+    public func forEachHeaderField(_ body: (_ name: String, _ value: String, _ neverIndexed: Bool) -> Void) {
         for entry in entries {
             switch entry.value {
-            case .text(let text): body(entry.key, text)
-            case .binary(let bytes): body(entry.key, Base64.encode(bytes, padding: false))
+            case .text(let text): body(entry.key, text, entry.neverIndexed)
+            case .binary(let bytes): body(entry.key, Base64.encode(bytes, padding: false), entry.neverIndexed)
             }
         }
     }
 
     /// Parses a received header field into metadata. A `-bin` value is split at commas (intermediaries may join
     /// repeated fields) and decoded, padded or not; undecodable binary values are dropped rather than failing the call.
-    public mutating func addReceived(name: String, value: String) {
+    /// `neverIndexed`: the field arrived with HPACK's "never indexed" representation, which a proxy passes on.
+    public mutating func addReceived(name: String, value: String, neverIndexed: Bool = false) {
         guard name.hasSuffix("-bin") else {
-            entries.append(Entry(key: name, value: .text(value)))
+            entries.append(Entry(key: name, value: .text(value), neverIndexed: neverIndexed))
             return
         }
         for part in value.split(separator: ",", omittingEmptySubsequences: false) {
             let trimmed = part.trimmingSpaces()
             if let bytes = Base64.decode(trimmed) {
-                entries.append(Entry(key: name, value: .binary(bytes)))
+                entries.append(Entry(key: name, value: .binary(bytes), neverIndexed: neverIndexed))
             }
         }
     }

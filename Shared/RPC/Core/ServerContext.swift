@@ -68,8 +68,9 @@ public final class ServerContext: Sendable {
         get { state.withLock { $0.initialMetadata } }
     }
 
-    public func addInitialMetadata(_ key: String, _ value: String) {
-        state.withLock { $0.initialMetadata.add(key, value) }
+    /// `neverIndexed`: see ``Metadata/add(_:_:neverIndexed:)``.
+    public func addInitialMetadata(_ key: String, _ value: String, neverIndexed: Bool = false) {
+        state.withLock { $0.initialMetadata.add(key, value, neverIndexed: neverIndexed) }
     }
 
     public func addInitialMetadata(_ metadata: Metadata) {
@@ -81,8 +82,8 @@ public final class ServerContext: Sendable {
         get { state.withLock { $0.trailers } }
     }
 
-    public func addTrailer(_ key: String, _ value: String) {
-        state.withLock { $0.trailers.add(key, value) }
+    public func addTrailer(_ key: String, _ value: String, neverIndexed: Bool = false) {
+        state.withLock { $0.trailers.add(key, value, neverIndexed: neverIndexed) }
     }
 
     public func addTrailers(_ metadata: Metadata) {

@@ -482,7 +482,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             stream.responseEncoding = .gzip
             fields.append(.init(name: "grpc-encoding", value: "gzip"))
         }
-        stream.context.initialMetadata.forEachHeaderField { fields.append(.init(name: $0, value: $1)) }
+        stream.context.initialMetadata.forEachHeaderField { fields.append(.init(name: $0, value: $1, neverIndexed: $2)) }
         do {
             try session.submitResponse(fields, streamID: stream.streamID, endStream: false)
         } catch {
@@ -569,7 +569,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 HTTP2HeaderField(name: ":status", value: "200"),
                 HTTP2HeaderField(name: "content-type", value: "application/grpc"),
             ]
-            stream.context.initialMetadata.forEachHeaderField { fields.append(.init(name: $0, value: $1)) }
+            stream.context.initialMetadata.forEachHeaderField { fields.append(.init(name: $0, value: $1, neverIndexed: $2)) }
             try? session.submitResponse(fields + status, streamID: stream.streamID, endStream: true)
         }
         session.resetAfterEndOfStream(stream.streamID)
@@ -600,8 +600,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
                 fields.append(.init(name: "grpc-status-details-bin", value: Base64.encode(bytes, padding: false)))
             }
         }
-        trailers.forEachHeaderField { name, value in
-            if !name.hasPrefix("grpc-") { fields.append(.init(name: name, value: value)) }
+        trailers.forEachHeaderField { name, value, neverIndexed in
+            if !name.hasPrefix("grpc-") { fields.append(.init(name: name, value: value, neverIndexed: neverIndexed)) }
         }
         return fields
     }

@@ -36,7 +36,7 @@ struct ServerRequestHead {
             case UInt8(ascii: "t") where field.name == "te":
                 te = field.value
             default:
-                metadata.addReceived(name: field.name, value: field.value)
+                metadata.addReceived(name: field.name, value: field.value, neverIndexed: field.neverIndexed)
             }
         }
     }
