@@ -131,12 +131,15 @@ struct RPCClientTests {
         #expect(fields.contains("x-user=42"))
         let traceparent = try #require(fields.first { $0.hasPrefix("traceparent=") })
         #expect(TraceContext(traceparent: String(traceparent.dropFirst("traceparent=".count))) != nil)
+        // Sent never indexed (HPACK): the new trace id, unique to the call, by our choice; the token because nghttp2
+        // encodes every `authorization` field so.
+        #expect(fields.contains("never-indexed=authorization,traceparent"))
         #expect(finished.withLock { $0 } == ["UnaryCall OK", "StreamingOutputCall OK", "Metadata OK"])
 
         // The same connections without the interceptors: nothing is added, nothing reported.
         let bypassed: UnaryResponse<Google_Protobuf_StringValue> = try await channel.bypassingInterceptors.unary(
             ProbeService.metadata, Google_Protobuf_Empty(), options: CallOptions(metadata: ["x-user": "43"]))
-        #expect(bypassed.message.value == "authorization=;traceparent=;x-user=43")
+        #expect(bypassed.message.value == "authorization=;traceparent=;x-user=43;never-indexed=")
         #expect(finished.withLock { $0 }.count == 3)
         await channel.close()
         await server.shutdown()
