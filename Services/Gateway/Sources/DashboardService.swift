@@ -69,7 +69,7 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
             of: caller.userID, sessionID: caller.sessionID, clientAddress: GatewayCallInfo.current?.clientAddress,
             timeout: partTimeout)
         if let requestID = GatewayCallInfo.current?.requestID {
-            options.metadata.add(GatewayCallInfo.requestIDKey, requestID, neverIndexed: true)
+            options.metadata.addRequestID(requestID)
         }
         return options.propagating(from: context)
     }

@@ -195,7 +195,7 @@ public final class Gateway: ServiceProcess {
         options.metadata.removeAll { key in
             key == "authorization" || key.hasPrefix("x-habitflow-") || (info != nil && key == GatewayCallInfo.requestIDKey)
         }
-        if let info { options.metadata.add(GatewayCallInfo.requestIDKey, info.requestID, neverIndexed: true) }
+        if let info { options.metadata.addRequestID(info.requestID) }
         credential.sign(
             CallerIdentity(
                 caller: "gateway", userID: info?.caller?.userID, sessionID: info?.caller?.sessionID,

@@ -26,7 +26,7 @@ struct GatewayCallInfo: Sendable {
     static func starting(_ context: ServerContext) -> GatewayCallInfo {
         let info = GatewayCallInfo(
             requestID: requestID(from: context.requestMetadata), clientAddress: clientAddress(fromPeer: context.peer))
-        // Unique to the call: kept out of the header compression tables, where it would only displace reusable fields.
+        // Never indexed, as in ``Metadata/addRequestID(_:)``.
         context.addInitialMetadata(requestIDKey, info.requestID, neverIndexed: true)
         return info
     }
@@ -295,5 +295,13 @@ extension Duration {
     var roundedUpToMilliseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+    }
+}
+
+extension Metadata {
+    /// Adds the call's request id (`x-request-id`). It is unique to the call, so it is sent never indexed: in HPACK's
+    /// tables it would only push out fields that repeat.
+    mutating func addRequestID(_ requestID: String) {
+        add(GatewayCallInfo.requestIDKey, requestID, neverIndexed: true)
     }
 }

@@ -21,7 +21,7 @@ public struct TraceContextInterceptor: ClientInterceptor {
 
     public func willStart(_ call: inout ClientCallDetails) async throws {
         if call.options.metadata[TraceContext.headerName] == nil {
-            call.options.metadata.add(TraceContext.headerName, TraceContext.newRoot().traceparent, neverIndexed: true)
+            call.options.metadata.setTraceContext(TraceContext.newRoot())
         }
     }
 }

@@ -55,7 +55,7 @@ public struct CallOptions: Sendable {
         if options.metadata[TraceContext.headerName] == nil,
             let parent = context.requestMetadata[TraceContext.headerName].flatMap(TraceContext.init(traceparent:))
         {
-            options.metadata.add(TraceContext.headerName, parent.child().traceparent, neverIndexed: true)
+            options.metadata.setTraceContext(parent.child())
         }
         return options
     }

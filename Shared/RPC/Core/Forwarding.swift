@@ -102,7 +102,7 @@ extension CallOptions {
             deadline: context.deadline, metadata: context.requestMetadata.removingHopByHopFields(),
             idempotent: method.idempotency.allowsRetry)
         if let parent = options.metadata[TraceContext.headerName].flatMap(TraceContext.init(traceparent:)) {
-            options.metadata.set(TraceContext.headerName, parent.child().traceparent, neverIndexed: true)
+            options.metadata.setTraceContext(parent.child())
         }
         return options
     }

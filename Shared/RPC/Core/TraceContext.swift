@@ -50,3 +50,12 @@ public struct TraceContext: Sendable, Hashable {
         return String(decoding: output, as: UTF8.self)
     }
 }
+
+extension Metadata {
+    /// Carries `trace` as the call's `traceparent`, in place of any it had. Its span id is new on every call, so the
+    /// field is sent never indexed: in HPACK's tables it would only push out fields that repeat.
+    public mutating func setTraceContext(_ trace: TraceContext) {
+        removeAll { $0 == TraceContext.headerName }
+        add(TraceContext.headerName, trace.traceparent, neverIndexed: true)
+    }
+}
