@@ -40,6 +40,31 @@ extension PostgresIntegrationTests {
             }
         }
 
+        @Test("a prepared statement's answers keep their columns; a table change that would alter them fails instead")
+        func preparedStatementColumns() async throws {
+            try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { pool in
+                try await pool.withConnection { connection in
+                    try await connection.execute("CREATE TEMP TABLE shapes (id int8 PRIMARY KEY, label text)")
+                    try await connection.execute("INSERT INTO shapes VALUES (\(Int64(1)), \("circle")), (\(Int64(2)), \(nil as String?))")
+                    // The first run prepares the statement; the later ones reuse the columns its answer left there.
+                    for (id, label) in [(Int64(1), "circle"), (2, nil), (1, "circle")] {
+                        let row = try #require(try await connection.queryRow("SELECT * FROM shapes WHERE id = \(id)"))
+                        #expect(row.columns.map(\.name) == ["id", "label"])
+                        #expect(row.columns.map(\.type) == [.int8, .text])
+                        #expect(try row.decode("id", as: Int64.self) == id)
+                        #expect(try row.decode("label", as: String?.self) == label)
+                    }
+                    try await connection.execute("ALTER TABLE shapes RENAME COLUMN label TO name")
+                    // Postgres refuses to change a prepared statement's result, so no answer arrives with stale names.
+                    await #expect {
+                        try await connection.queryRow("SELECT * FROM shapes WHERE id = \(Int64(1))")
+                    } throws: { error in
+                        (error as? PostgresError)?.message.contains("cached plan must not change result type") == true
+                    }
+                }
+            }
+        }
+
         @Test("errors carry their SQLSTATE as a typed kind")
         func typedErrors() async throws {
             try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { pool in

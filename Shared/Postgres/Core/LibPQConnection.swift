@@ -28,6 +28,8 @@ final class LibPQConnection: @unchecked Sendable {
     var registeredSocket: Int32 = -1
     /// Prepared statements by SQL text; one SQL text can be prepared with different parameter types.
     private var preparedStatements: [String: [PreparedStatement]] = [:]
+    /// The statement ``sendPrepared(_:)`` sent, until ``receiveResult()`` has its answer.
+    private var statementInFlight: PreparedStatement?
     private var preparedStatementCount = 0
     /// When the connection last talked to the server; an idle connection gets a real round trip before reuse.
     private(set) var lastUsed = ContinuousClock.now
@@ -149,12 +151,14 @@ final class LibPQConnection: @unchecked Sendable {
     /// Runs one parameterized statement through a prepared statement cached on this connection.
     func execute(_ query: PostgresQuery) throws(PostgresError) -> PostgresRows {
         guard let handle else { throw PostgresError(kind: .connectionFailed, message: "connection is closed") }
-        let name = try preparedStatementName(for: query, handle: handle)
+        let statement = try preparedStatement(for: query, handle: handle)
         let result = try withParameterArrays(query.binds) { values, lengths, formats in
-            PQexecPrepared(handle, name, Int32(query.binds.count), values, lengths, formats, 0)
+            statement.name.withUnsafeBufferPointer { name in
+                PQexecPrepared(handle, name.baseAddress, Int32(query.binds.count), values, lengths, formats, 0)
+            }
         }
         lastUsed = .now
-        return try Self.rows(from: result, handle: handle)
+        return try Self.rows(from: result, handle: handle, of: statement)
     }
 
     // MARK: - Non-blocking statements (driven by PostgresPoller)
@@ -171,15 +175,17 @@ final class LibPQConnection: @unchecked Sendable {
     /// (preparing waits for the server, so the caller runs ``execute(_:)`` on the pool's threads instead).
     func sendPrepared(_ query: PostgresQuery) throws(PostgresError) -> SendProgress? {
         guard let handle else { throw PostgresError(kind: .connectionFailed, message: "connection is closed") }
-        guard let name = preparedStatementName(for: query) else { return nil }
+        guard let statement = preparedStatement(for: query) else { return nil }
         let sent = try withParameterArrays(query.binds) { values, lengths, formats in
-            PQsendQueryPrepared(handle, name, Int32(query.binds.count), values, lengths, formats, 0)
+            statement.name.withUnsafeBufferPointer { name in
+                PQsendQueryPrepared(handle, name.baseAddress, Int32(query.binds.count), values, lengths, formats, 0)
+            }
         }
         guard sent == 1 else {
             throw PostgresError(
                 kind: PQstatus(handle) == CONNECTION_OK ? .other : .connectionLost, message: Self.errorMessage(handle))
         }
-        lastUsed = .now
+        statementInFlight = statement
         return try flush()
     }
 
@@ -204,7 +210,8 @@ final class LibPQConnection: @unchecked Sendable {
         let first = PQgetResult(handle)
         while let extra = PQgetResult(handle) { PQclear(extra) }
         lastUsed = .now
-        return try Self.rows(from: first, handle: handle)
+        defer { statementInFlight = nil }
+        return try Self.rows(from: first, handle: handle, of: statementInFlight)
     }
 
     /// The socket the poller waits on (it changes when `PQreset` reconnects).
@@ -259,19 +266,31 @@ final class LibPQConnection: @unchecked Sendable {
     /// A connection keeps at most this many; past it, all are dropped and re-prepared on use.
     private static let preparedStatementLimit = 1000
 
-    private struct PreparedStatement {
-        var parameterTypes: [PostgresType]
-        var name: String
+    /// A statement prepared on this connection. A class, so that its first answer can leave the result's columns
+    /// here for all later ones.
+    private final class PreparedStatement {
+        let parameterTypes: [PostgresType]
+        /// The name as a NUL-terminated C string, handed to libpq as it is: a `String` argument would be copied into
+        /// a new C string on every call.
+        let name: ContiguousArray<CChar>
+        /// The result's columns, from the first answer. They cannot change afterwards: Postgres fails a prepared
+        /// statement whose result would ("cached plan must not change result type").
+        var columns: [PostgresColumn]?
+
+        init(parameterTypes: [PostgresType], name: String) {
+            self.parameterTypes = parameterTypes
+            self.name = name.utf8CString
+        }
 
         func matches(_ binds: [PostgresBind]) -> Bool {
             parameterTypes.count == binds.count && zip(parameterTypes, binds).allSatisfy { $0 == $1.type }
         }
     }
 
-    /// The name `query` is prepared under on this connection, `nil` if it is not prepared yet. Looked up by the SQL
+    /// The prepared statement for `query` on this connection, `nil` if it is not prepared yet. Looked up by the SQL
     /// text as it is, without building a key: this runs for every statement.
-    private func preparedStatementName(for query: PostgresQuery) -> String? {
-        preparedStatements[query.sql]?.first { $0.matches(query.binds) }?.name
+    private func preparedStatement(for query: PostgresQuery) -> PreparedStatement? {
+        preparedStatements[query.sql]?.first { $0.matches(query.binds) }
     }
 
     private func forgetPreparedStatements() {
@@ -279,8 +298,10 @@ final class LibPQConnection: @unchecked Sendable {
         preparedStatementCount = 0
     }
 
-    private func preparedStatementName(for query: PostgresQuery, handle: OpaquePointer) throws(PostgresError) -> String {
-        if let name = preparedStatementName(for: query) { return name }
+    private func preparedStatement(for query: PostgresQuery, handle: OpaquePointer) throws(PostgresError)
+        -> PreparedStatement
+    {
+        if let statement = preparedStatement(for: query) { return statement }
 
         if preparedStatementCount >= Self.preparedStatementLimit {
             try executeScript("DEALLOCATE ALL")
@@ -295,15 +316,19 @@ final class LibPQConnection: @unchecked Sendable {
             PQprepare(handle, name, query.sql, Int32(types.count), types.baseAddress)
         }
         _ = try Self.rows(from: result, handle: handle)
-        preparedStatements[query.sql, default: []].append(
-            PreparedStatement(parameterTypes: query.binds.map(\.type), name: name))
+        let statement = PreparedStatement(parameterTypes: query.binds.map(\.type), name: name)
+        preparedStatements[query.sql, default: []].append(statement)
         preparedStatementCount += 1
-        return name
+        return statement
     }
 
     // MARK: - Results
 
-    private static func rows(from result: OpaquePointer?, handle: OpaquePointer) throws(PostgresError) -> PostgresRows {
+    /// Copies `result` out of libpq and frees it, or throws its error. The columns come from `statement` when its
+    /// earlier answers left them there, else from the result (and are left there for the next answers).
+    private static func rows(from result: OpaquePointer?, handle: OpaquePointer, of statement: PreparedStatement? = nil)
+        throws(PostgresError) -> PostgresRows
+    {
         guard let result else {
             throw PostgresError(
                 kind: PQstatus(handle) == CONNECTION_OK ? .other : .connectionLost, message: errorMessage(handle))
@@ -317,10 +342,16 @@ final class LibPQConnection: @unchecked Sendable {
         }
         let rowCount = Int(PQntuples(result))
         let columnCount = Int(PQnfields(result))
-        let columns = (0..<columnCount).map { column in
-            PostgresColumn(
-                name: String(cString: PQfname(result, Int32(column))),
-                type: PostgresType(rawValue: UInt32(PQftype(result, Int32(column)))))
+        let columns: [PostgresColumn]
+        if let known = statement?.columns, Self.columns(known, describe: result) {
+            columns = known
+        } else {
+            columns = (0..<columnCount).map { column in
+                PostgresColumn(
+                    name: String(cString: PQfname(result, Int32(column))),
+                    type: PostgresType(rawValue: UInt32(PQftype(result, Int32(column)))))
+            }
+            statement?.columns = columns
         }
         var bytes: [UInt8] = []
         var cells: [Range<Int>?] = []
@@ -341,6 +372,16 @@ final class LibPQConnection: @unchecked Sendable {
         }
         let affected = Self.affectedRows(PQcmdTuples(result))
         return PostgresRows(columns: columns, affectedRows: affected, bytes: bytes, cells: cells)
+    }
+
+    /// Whether `columns` has the result's number of columns and their types (a cheap guard: Postgres does not let a
+    /// prepared statement's result change).
+    private static func columns(_ columns: [PostgresColumn], describe result: OpaquePointer) -> Bool {
+        guard columns.count == Int(PQnfields(result)) else { return false }
+        for (index, column) in columns.enumerated() where column.type.rawValue != UInt32(PQftype(result, Int32(index))) {
+            return false
+        }
+        return true
     }
 
     /// `PQcmdTuples`' decimal digits (empty for statements without a count), read without making a `String`.
