@@ -279,23 +279,29 @@ final class PostgresPoller: Sendable {
     // MARK: - The thread
 
     /// How often the thread gives its core away (`sched_yield`) and looks again, while answers are due, before it
-    /// sleeps in `epoll_wait`. With statements in flight on several connections, the next answer comes within
+    /// sleeps in `epoll_wait`; only while it runs the waiting tasks itself (they prefer ``PostgresPollers``, so its
+    /// last turn ran jobs). With statements in flight on several connections, the next answer comes within
     /// microseconds; a sleeping poller lets its core go idle whenever the backends there wait for statements too, and
     /// waking an idle (virtual) core costs more than that wait. Yielding, not spinning: the backends on this core, the
-    /// ones that produce the answers, run meanwhile. (Benchmarks/postgres.sh, select at concurrency 32: 4–7% of the
-    /// CPU idle and 0.79–0.81 of pgbench's rate sleeping at once; no idle CPU and 0.83–0.89 with 4 to 64 yields; at
-    /// concurrency 8, 15% more statements per second.) With one statement in flight nothing else runs on the core and
-    /// its answer takes a whole round trip, longer than the yields last: the thread sleeps at once (yielding cost 40%
-    /// more client CPU per statement at concurrency 1, for the same rate).
+    /// ones that produce the answers, run meanwhile. Measured with Benchmarks/postgres.sh, select:
+    /// - concurrency 32, pool executor: 4–7% of the CPU idle and 0.79–0.81 of pgbench's rate sleeping at once; no idle
+    ///   CPU and 0.83–0.89 with 4 to 64 yields. At concurrency 8, 15% more statements per second.
+    /// - concurrency 1: nothing else runs on the core and the one answer takes a whole round trip, longer than the
+    ///   yields last, so they only burned CPU (40% more per statement, same rate): at most one statement in flight,
+    ///   the thread sleeps at once.
+    /// - answers resumed on other threads (an event loop, the global executor): yielding cut the rate from 0.69–0.78 to
+    ///   0.46–0.59 of pgbench's, with 18–21% of the CPU idle instead of 5–7%; the threads those tasks run on need the
+    ///   cores, not the poller. Such a poller sleeps at once.
     static let yieldsBeforeSleeping = 8
 
-    /// Whether statements of at least two of this poller's connections are being sent or awaiting their answers.
+    /// Whether statements on at least two of this poller's connections are being sent or awaiting their answers.
     private var answersAreDue: Bool { sockets.withLock { $0.statements.count >= 2 } }
 
     private func run(jobsOf executor: PostgresPollers) {
         let executor = executor.asUnownedTaskExecutor()
         var events = [epoll_event](repeating: epoll_event(), count: 64)
         var jobs: [UnownedJob] = []
+        var ranJobs = false
         func waitForEvents(timeoutMilliseconds: Int32) -> Int32 {
             events.withUnsafeMutableBufferPointer { epoll_wait(epoll, $0.baseAddress, 64, timeoutMilliseconds) }
         }
@@ -305,15 +311,16 @@ final class PostgresPoller: Sendable {
                 queue.sleeping = queue.jobs.isEmpty
                 return queue.sleeping
             }
-            var count = waitForEvents(timeoutMilliseconds: mayBlock && !answersAreDue ? -1 : 0)
-            if count == 0 && mayBlock {
-                var yields = 0
-                while count == 0 && yields < Self.yieldsBeforeSleeping && answersAreDue {
+            var yields = mayBlock && ranJobs && answersAreDue ? Self.yieldsBeforeSleeping : 0
+            var count = waitForEvents(timeoutMilliseconds: mayBlock && yields == 0 ? -1 : 0)
+            while count == 0 && mayBlock {
+                if yields > 0 && answersAreDue {
+                    yields -= 1
                     sched_yield()
                     count = waitForEvents(timeoutMilliseconds: 0)
-                    yields += 1
+                } else {
+                    count = waitForEvents(timeoutMilliseconds: -1)
                 }
-                if count == 0 { count = waitForEvents(timeoutMilliseconds: -1) }
             }
             if mayBlock { queue.withLock { $0.sleeping = false } }
             if count < 0 {
@@ -333,6 +340,7 @@ final class PostgresPoller: Sendable {
             // before the thread waits again.
             queue.withLock { swap(&jobs, &$0.jobs) }
             for job in jobs { job.runSynchronously(on: executor) }
+            ranJobs = !jobs.isEmpty
             jobs.removeAll(keepingCapacity: true)
         }
     }
