@@ -306,7 +306,8 @@ final class PostgresPoller: Sendable {
             events.withUnsafeMutableBufferPointer { epoll_wait(epoll, $0.baseAddress, 64, timeoutMilliseconds) }
         }
         while true {
-            // Block only when no job is waiting; otherwise just collect what is ready.
+            // Block only when no job is waiting; otherwise just collect what is ready. While this thread runs the
+            // tasks and answers are due, yield before blocking (`yieldsBeforeSleeping`).
             let mayBlock = queue.withLock { queue in
                 queue.sleeping = queue.jobs.isEmpty
                 return queue.sleeping
