@@ -26,7 +26,8 @@ public struct ServiceDefinition: Sendable {
     public var name: String
     /// Base64 `FileDescriptorSet`s of the services' protos (the generated `…DescriptorSet.base64`), for reflection.
     public var descriptorSets: [String]
-    /// Subscribers of each event type the outbox carries, by service name; empty when the service publishes nothing.
+    /// Subscribers of each event type the outbox carries, by service name; empty when the service publishes nothing
+    /// (then no relay runs). A type listed with no subscribers is relayed to no one: it leaves the outbox.
     public var eventRoutes: [String: [String]]
     public var makeServices: @Sendable (ServiceRuntime) async throws -> [any RPCService]
 
@@ -38,6 +39,16 @@ public struct ServiceDefinition: Sendable {
         self.descriptorSets = descriptorSets
         self.eventRoutes = eventRoutes
         self.makeServices = makeServices
+    }
+}
+
+extension ServiceDefinition {
+    /// The same service without its outbox relay: what it publishes stays in the outbox. For a host that shares its
+    /// database with another host of the service whose relay must be the one to deliver (tests).
+    public var withoutOutboxRelay: ServiceDefinition {
+        var definition = self
+        definition.eventRoutes = [:]
+        return definition
     }
 }
 

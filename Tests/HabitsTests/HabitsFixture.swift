@@ -81,13 +81,21 @@ struct HabitsFixture: Sendable {
         try await recorderServer.start()
         let clocks = TestClocks()
         let host = try await ServiceHost.start(
-            HabitsServiceDefinition.make(clock: clocks.clock),
+            definition(clock: clocks.clock),
             configuration: try configuration(goalsPort: try #require(recorderServer.localAddress?.port)),
             logger: testLogger)
         return HabitsFixture(
             host: host, channel: try channel(to: host, signedAs: "gateway"),
             authChannel: try channel(to: host, signedAs: "auth"), clocks: clocks, recorder: recorder,
             recorderServer: recorderServer)
+    }
+
+    /// The service with its events routed to goals, here the stand-in: the service itself has no subscriber for them
+    /// until goals lands, and its relay would drop them.
+    static func definition(clock: UserClock, weekViews: WeekViewCache = WeekViewCache()) -> ServiceDefinition {
+        var definition = HabitsServiceDefinition.make(clock: clock, weekViews: weekViews)
+        for eventType in definition.eventRoutes.keys { definition.eventRoutes[eventType] = ["goals"] }
+        return definition
     }
 
     static func configuration(goalsPort: Int) throws -> ServiceConfiguration {
@@ -104,7 +112,7 @@ struct HabitsFixture: Sendable {
     /// stop it with `shutdown()`.
     func startReplica(weekViews: WeekViewCache) async throws -> ServiceHost {
         try await ServiceHost.start(
-            HabitsServiceDefinition.make(clock: clocks.clock, weekViews: weekViews),
+            Self.definition(clock: clocks.clock, weekViews: weekViews),
             configuration: try Self.configuration(goalsPort: try #require(recorderServer.localAddress?.port)),
             logger: testLogger)
     }
@@ -138,8 +146,8 @@ struct HabitsFixture: Sendable {
     }
 
     /// The payload of an event the service published about `aggregateID`: delivered to the goals stand-in, or still
-    /// in the outbox. Every habits host of the test run shares that outbox, and the hosts other suites start route
-    /// goals nowhere, so their relays fail and back off: an event leaves the outbox only through this fixture's relay.
+    /// in the outbox. Every habits host of the test run shares that outbox, and the hosts other suites start run no
+    /// relay: an event leaves the outbox only through this fixture's relay.
     func published(_ type: String, aggregateID: String) async throws -> Data? {
         if let delivered = recorder.events.first(where: { $0.type == type && $0.aggregateID == aggregateID }) {
             return delivered.payload

@@ -27,8 +27,9 @@ struct ServiceStack {
             sqlDirectory: TestEnvironment.sqlRoot, internalSecret: secret)
         habitsConfiguration.metricsPort = nil
         habitsConfiguration.logLevel = .error
+        // Without its relay: the habits outbox is shared with the habits suite, whose relay delivers those events.
         let habits = try await ServiceHost.start(
-            HabitsServiceDefinition.make(), configuration: habitsConfiguration, logger: quietLogger)
+            HabitsServiceDefinition.make().withoutOutboxRelay, configuration: habitsConfiguration, logger: quietLogger)
 
         var settings = AuthSettings(keyEncryptionKey: Array(repeating: 7, count: 32))
         settings.bcryptCost = 4
@@ -38,11 +39,8 @@ struct ServiceStack {
             sqlDirectory: TestEnvironment.sqlRoot, internalSecret: secret)
         authConfiguration.metricsPort = nil
         authConfiguration.logLevel = .error
-        // Auth's account events go to habits; goals and social are not running, so theirs go there too (habits
-        // applies each event once and acknowledges repeats).
-        for subscriber in ["habits", "goals", "social"] {
-            authConfiguration.serviceAddresses[subscriber] = [.init(host: "127.0.0.1", port: habits.port)]
-        }
+        // Auth's account events go to habits.
+        authConfiguration.serviceAddresses["habits"] = [.init(host: "127.0.0.1", port: habits.port)]
         do {
             let auth = try await ServiceHost.start(
                 AuthService.definition(settings: settings), configuration: authConfiguration, logger: quietLogger)

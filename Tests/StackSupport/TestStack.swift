@@ -33,7 +33,9 @@ public struct TestStack: Sendable {
     ) async throws -> TestStack {
         var logger = Logger(label: "stack-tests")
         logger.logLevel = .warning
-        // Goals and social do not exist yet: nothing may reach them.
+        // Goals and social do not exist yet: nothing may reach them. No host runs its outbox relay: the outbox tables
+        // are shared with auth's and habits' own suites, which wait for the events their hosts publish. Nothing here
+        // needs events (habits learns a user at their first call).
         let nowhere = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: 1)]
 
         var habitsHosts: [ServiceHost] = []
@@ -42,7 +44,7 @@ public struct TestStack: Sendable {
             configuration.serviceAddresses["goals"] = nowhere
             habitsHosts.append(
                 try await ServiceHost.start(
-                    withoutOutboxRelay(HabitsServiceDefinition.make()), configuration: configuration, logger: logger))
+                    HabitsServiceDefinition.make().withoutOutboxRelay, configuration: configuration, logger: logger))
         }
         let habitsTargets = habitsHosts.map { RPCChannelConfiguration.Target(host: "127.0.0.1", port: $0.port) }
 
@@ -54,7 +56,7 @@ public struct TestStack: Sendable {
         var authConfiguration = try serviceConfiguration("auth")
         authConfiguration.serviceAddresses = ["habits": habitsTargets, "goals": nowhere, "social": nowhere]
         let auth = try await ServiceHost.start(
-            withoutOutboxRelay(AuthService.definition(settings: settings)), configuration: authConfiguration,
+            AuthService.definition(settings: settings).withoutOutboxRelay, configuration: authConfiguration,
             logger: logger)
 
         var gatewayConfiguration = GatewayConfiguration(
@@ -69,15 +71,6 @@ public struct TestStack: Sendable {
         configureGateway(&gatewayConfiguration)
         let gateway = try await Gateway.start(configuration: gatewayConfiguration, logger: logger)
         return TestStack(auth: auth, habits: habitsHosts, gateway: gateway, logger: logger)
-    }
-
-    /// The service without its outbox relay. The outbox tables are shared by every host of the test run, and auth's
-    /// and habits' own suites wait for events their hosts publish: a relay of ours would deliver those events to our
-    /// subscribers instead. Nothing here needs events (habits learns a user at their first call).
-    private static func withoutOutboxRelay(_ definition: ServiceDefinition) -> ServiceDefinition {
-        var definition = definition
-        definition.eventRoutes = [:]
-        return definition
     }
 
     private static func serviceConfiguration(_ service: String) throws -> ServiceConfiguration {

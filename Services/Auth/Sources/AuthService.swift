@@ -7,11 +7,14 @@ internal import Logging
 /// (DESIGN.md section 3, Auth). `AuthService.definition()` is what `habitflow-auth` runs; tests pass their own
 /// settings (clock, bcrypt cost, SMTP server, providers).
 public enum AuthService {
-    /// The events auth publishes and the services that consume them.
+    /// The events auth publishes and the deployed services that consume them; goals and social join when they land.
+    /// Only services that run: an event is relayed until every subscriber has it, in order per account, so a
+    /// subscriber that is not there would hold back every later event of each account (a deleted account's habits
+    /// would never be removed).
     public static let eventRoutes: [String: [String]] = [
-        "habitflow.events.v1.UserCreated": ["habits", "goals", "social"],
-        "habitflow.events.v1.UserUpdated": ["habits", "goals", "social"],
-        "habitflow.events.v1.UserDeleted": ["habits", "goals", "social"],
+        "habitflow.events.v1.UserCreated": ["habits"],
+        "habitflow.events.v1.UserUpdated": ["habits"],
+        "habitflow.events.v1.UserDeleted": ["habits"],
     ]
 
     /// The service with settings read from the environment (``AuthSettings/fromEnvironment(_:internalSecret:)``).

@@ -135,7 +135,8 @@ struct AuthTestEnvironment {
             service: "auth", port: 0, databaseURL: try await AuthTestDatabase.shared.url(),
             sqlDirectory: TestEnvironment.sqlRoot, internalSecret: testInternalSecret)
         configuration.logLevel = .warning
-        for subscriber in ["habits", "goals", "social"] {
+        // Every service auth routes events to (`AuthService.eventRoutes`) is the recorder.
+        for subscriber in Set(AuthService.eventRoutes.values.joined()) {
             configuration.serviceAddresses[subscriber] = [.init(host: "127.0.0.1", port: events.port)]
         }
         let host: ServiceHost

@@ -163,7 +163,7 @@ final class FakeSMTPServer: Sendable {
     }
 }
 
-/// Stands in for the habits, goals and social services: an `EventSubscriber` behind the internal-credential check
+/// Stands in for the services auth's events go to (habits): an `EventSubscriber` behind the internal-credential check
 /// that records every event the auth outbox relay delivers.
 final class EventRecorder: Sendable {
     private let host: ServiceHost
