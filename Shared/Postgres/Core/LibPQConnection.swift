@@ -343,7 +343,7 @@ final class LibPQConnection: @unchecked Sendable {
         let rowCount = Int(PQntuples(result))
         let columnCount = Int(PQnfields(result))
         let columns: [PostgresColumn]
-        if let known = statement?.columns, Self.result(result, hasColumns: known) {
+        if let known = statement?.columns, known.count == columnCount, Self.result(result, hasTypesOf: known) {
             columns = known
         } else {
             columns = (0..<columnCount).map { column in
@@ -374,10 +374,9 @@ final class LibPQConnection: @unchecked Sendable {
         return PostgresRows(columns: columns, affectedRows: affected, bytes: bytes, cells: cells)
     }
 
-    /// Whether `result` has as many columns as `columns`, of the same types (a cheap guard: Postgres does not let a
+    /// Whether `result`'s columns, as many as `columns`, have their types (a cheap guard: Postgres does not let a
     /// prepared statement's result change).
-    private static func result(_ result: OpaquePointer, hasColumns columns: [PostgresColumn]) -> Bool {
-        guard columns.count == Int(PQnfields(result)) else { return false }
+    private static func result(_ result: OpaquePointer, hasTypesOf columns: [PostgresColumn]) -> Bool {
         for (index, column) in columns.enumerated() where column.type.rawValue != UInt32(PQftype(result, Int32(index))) {
             return false
         }
