@@ -28,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", exact: "0.2.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // MARK: C libraries (system-library targets, pkg-config + apt providers)
@@ -66,6 +67,13 @@ let package = Package(
 
         // MARK: Safe Swift layers over the C libraries
 
+        // Base64 and base64url, the one codec every layer uses (gRPC metadata, JOSE, page tokens).
+        .target(
+            name: "HabitFlowBase64",
+            path: "Shared/Base64",
+            swiftSettings: swiftSettings
+        ),
+
         .target(
             name: "HabitFlowHTTP2",
             dependencies: [
@@ -87,10 +95,17 @@ let package = Package(
             path: "Shared/Compression",
             swiftSettings: swiftSettings
         ),
+        // Calendar dates, ISO weeks and users' time zones: what "today" and "this week" mean for a user.
+        .target(
+            name: "HabitFlowCalendar",
+            path: "Shared/Calendar",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HabitFlowPostgres",
             dependencies: [
                 "CLibPQ",
+                "HabitFlowCalendar",
                 "HabitFlowCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -143,7 +158,7 @@ let package = Package(
         // Token issue/verify costs next to the bare signatures (Benchmarks/tokens.sh); prints figures, not a test.
         .executableTarget(
             name: "tokens-benchmark",
-            dependencies: ["HabitFlowTokens", "HabitFlowCrypto"],
+            dependencies: ["HabitFlowBase64", "HabitFlowTokens", "HabitFlowCrypto"],
             path: "Benchmarks/TokensBenchmark",
             swiftSettings: swiftSettings
         ),
@@ -160,6 +175,7 @@ let package = Package(
         .target(
             name: "HabitFlowTokens",
             dependencies: [
+                "HabitFlowBase64",
                 "HabitFlowCrypto",
                 "HabitFlowTLS",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -181,6 +197,7 @@ let package = Package(
         .target(
             name: "HabitFlowRPC",
             dependencies: [
+                "HabitFlowBase64",
                 "HabitFlowGRPCProtos",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -200,6 +217,7 @@ let package = Package(
         .target(
             name: "HabitFlowRPCServer",
             dependencies: [
+                "HabitFlowBase64",
                 "HabitFlowRPC",
                 "HabitFlowGRPCProtos",
                 "HabitFlowHTTP2",
@@ -217,6 +235,7 @@ let package = Package(
         .target(
             name: "HabitFlowRPCClient",
             dependencies: [
+                "HabitFlowBase64",
                 "HabitFlowRPC",
                 "HabitFlowGRPCProtos",
                 "HabitFlowHTTP2",
@@ -234,6 +253,7 @@ let package = Package(
         .target(
             name: "HabitFlowRPCSideServices",
             dependencies: [
+                "HabitFlowBase64",
                 "HabitFlowRPC",
                 "HabitFlowGRPCSideServiceProtos",
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
@@ -242,11 +262,28 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The internal credential: how services know a call comes from another HabitFlow process, and for which user.
+        .target(
+            name: "HabitFlowInternalCredential",
+            dependencies: ["HabitFlowCrypto", "HabitFlowRPC"],
+            path: "Shared/InternalCredential",
+            swiftSettings: swiftSettings
+        ),
+
+        // What handlers share: request validation into BadRequest violations, page sizes and opaque page tokens.
+        .target(
+            name: "HabitFlowServiceAPI",
+            dependencies: ["HabitFlowBase64", "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowRPC"],
+            path: "Shared/ServiceAPI",
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Service kit (what every service process shares: configuration, the internal credential, the host)
 
         .target(
             name: "HabitFlowServiceKit",
             dependencies: [
+                "HabitFlowInternalCredential",
                 "HabitFlowCrypto",
                 "HabitFlowEvents",
                 "HabitFlowGRPCSideServiceProtos",
@@ -261,6 +298,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Shared/Service",
             swiftSettings: swiftSettings
@@ -278,6 +316,8 @@ let package = Package(
         .target(
             name: "HabitFlowAuth",
             dependencies: [
+                "HabitFlowInternalCredential",
+                "HabitFlowBase64",
                 "HabitFlowAuthProtos",
                 "HabitFlowCrypto",
                 "HabitFlowEvents",
@@ -304,6 +344,7 @@ let package = Package(
         .executableTarget(
             name: "auth-benchmark",
             dependencies: [
+                "HabitFlowInternalCredential",
                 "HabitFlowAuth",
                 "HabitFlowAuthProtos",
                 "HabitFlowCrypto",
@@ -326,6 +367,9 @@ let package = Package(
         .target(
             name: "HabitFlowHabits",
             dependencies: [
+                "HabitFlowInternalCredential",
+                "HabitFlowServiceAPI",
+                "HabitFlowCalendar",
                 "HabitFlowCrypto",
                 "HabitFlowEvents",
                 "HabitFlowHabitsProtos",
@@ -349,6 +393,7 @@ let package = Package(
         .executableTarget(
             name: "habits-benchmark",
             dependencies: [
+                "HabitFlowInternalCredential",
                 "HabitFlowBenchmarkSupport",
                 "HabitFlowHabits",
                 "HabitFlowHabitsProtos",
@@ -372,6 +417,7 @@ let package = Package(
         .target(
             name: "HabitFlowGateway",
             dependencies: [
+                "HabitFlowInternalCredential",
                 "HabitFlowAuthProtos",
                 "HabitFlowCrypto",
                 "HabitFlowGRPCSideServiceProtos",
@@ -415,6 +461,7 @@ let package = Package(
         .executableTarget(
             name: "gateway-benchmark",
             dependencies: [
+                "HabitFlowInternalCredential",
                 "HabitFlowBenchmarkSupport",
                 "HabitFlowHabitsProtos",
                 "HabitFlowRPC",
@@ -502,7 +549,7 @@ let package = Package(
                 "HabitFlowHabitsProtos",
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
-                "HabitFlowServiceKit",
+                "HabitFlowInternalCredential",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
@@ -537,6 +584,7 @@ let package = Package(
         .testTarget(
             name: "RPCCoreTests",
             dependencies: [
+                "HabitFlowBase64",
                 "HabitFlowRPC",
                 "HabitFlowGRPCProtos",
                 "HabitFlowCompression",
@@ -548,6 +596,7 @@ let package = Package(
         .testTarget(
             name: "RPCServerTests",
             dependencies: [
+                "HabitFlowBase64",
                 "HabitFlowRPC",
                 "HabitFlowRPCServer",
                 "HabitFlowHTTP2",
@@ -588,6 +637,7 @@ let package = Package(
         .testTarget(
             name: "TokensTests",
             dependencies: [
+                "HabitFlowBase64",
                 "HabitFlowTokens",
                 "HabitFlowCrypto",
                 "HabitFlowTLS",
@@ -602,6 +652,7 @@ let package = Package(
         .testTarget(
             name: "PostgresTests",
             dependencies: [
+                "HabitFlowCalendar",
                 "HabitFlowTestSupport",
                 "HabitFlowPostgres",
                 "HabitFlowOutbox",
@@ -630,6 +681,7 @@ let package = Package(
         .testTarget(
             name: "ServiceKitTests",
             dependencies: [
+                "HabitFlowInternalCredential",
                 "HabitFlowTestSupport",
                 "GRPCInteropTesting",
                 "HabitFlowEvents",
@@ -648,6 +700,8 @@ let package = Package(
         .testTarget(
             name: "AuthTests",
             dependencies: [
+                "HabitFlowInternalCredential",
+                "HabitFlowBase64",
                 "HabitFlowAuth",
                 "HabitFlowAuthProtos",
                 "HabitFlowCrypto",
@@ -685,6 +739,7 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: [
+                "HabitFlowInternalCredential",
                 "HabitFlowAuthProtos",
                 "HabitFlowCrypto",
                 "HabitFlowGRPCProtos",
@@ -721,6 +776,8 @@ let package = Package(
         .testTarget(
             name: "HabitsTests",
             dependencies: [
+                "HabitFlowInternalCredential",
+                "HabitFlowCalendar",
                 "HabitFlowTestSupport",
                 "HabitFlowEvents",
                 "HabitFlowGRPCProtos",
@@ -751,6 +808,8 @@ let package = Package(
         .testTarget(
             name: "LoadTests",
             dependencies: [
+                "HabitFlowInternalCredential",
+                "HabitFlowCalendar",
                 "HabitFlowLoad",
                 "GRPCInteropTesting",
                 "HabitFlowAuth",

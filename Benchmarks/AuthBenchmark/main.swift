@@ -2,6 +2,7 @@
 // second bcrypt at cost 12 allows per core, and the latency of a cheap RPC (CheckSession, what the gateway calls on
 // every request) alone and while logins saturate the hashing threads: bcrypt runs on its own threads, so the event
 // loops keep answering. Prints figures; it is not a test.
+import HabitFlowInternalCredential
 import Foundation
 import HabitFlowAuth
 import HabitFlowAuthProtos

@@ -8,6 +8,7 @@
 // gateway-benchmark --gateway HOST:PORT --habits HOST:PORT --secret SECRET [--proxy HOST:PORT] [--concurrency 32]
 //                   [--seconds 10] [--rounds 3] [--gateway-pid PID] [--habits-pid PID] [--proxy-pid PID]
 //                   (with pids: each process's CPU time per call, from /proc)
+import HabitFlowInternalCredential
 import Foundation
 import HabitFlowBenchmarkSupport
 import HabitFlowHabitsProtos

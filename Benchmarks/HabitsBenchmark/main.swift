@@ -12,6 +12,7 @@
 // p99 server latency (the service's own handling-time histogram, interpolated within its buckets) and the exact share
 // of calls within issue #7's p99 goal (5 ms week view, 10 ms mark-done); errors; and the CPU time per request of the
 // service, of Postgres (postmaster and backends) and of this client.
+import HabitFlowInternalCredential
 import Foundation
 import HabitFlowBenchmarkSupport
 import HabitFlowHabitsProtos
@@ -22,7 +23,7 @@ import HabitFlowServiceKit
 import Logging
 import Synchronization
 
-var options = ["--seconds": "10", "--concurrency": "1,32", "--secret": ServiceConfiguration.localDevelopmentSecret]
+var options = ["--seconds": "10", "--concurrency": "1,32", "--secret": InternalCredential.localDevelopmentSecret]
 var arguments = CommandLine.arguments.dropFirst()
 while let name = arguments.popFirst(), let value = arguments.popFirst() { options[name] = value }
 guard let port = options["--port"].flatMap(Int.init), let databaseURL = options["--database-url"],

@@ -2,6 +2,7 @@
 // Google- and Apple-shaped ID tokens, next to the bare signature operations underneath. Prints a table.
 //
 // Usage: tokens-benchmark [seconds per row, default 3]
+import HabitFlowBase64
 import Foundation
 import HabitFlowCrypto
 import HabitFlowTokens

@@ -70,3 +70,11 @@ extension UUID {
         self = parsed
     }
 }
+
+extension UUID {
+    /// 00000000-0000-0000-0000-000000000000: before every other id in Postgres's order.
+    public static let min = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+    /// ffffffff-ffff-ffff-ffff-ffffffffffff: after every other id.
+    public static let max = UUID(
+        uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255))
+}

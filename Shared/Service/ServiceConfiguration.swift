@@ -1,3 +1,4 @@
+internal import HabitFlowInternalCredential
 public import Foundation
 public import HabitFlowRPCClient
 public import Logging
@@ -27,9 +28,6 @@ public struct ServiceConfiguration: Sendable {
     /// The local stack's ports (DESIGN.md section 5); metrics listen 2000 higher (gateway 9070 ... social 9074).
     public static let defaultPorts = ["gateway": 7070, "auth": 7071, "habits": 7072, "goals": 7073, "social": 7074]
     static let metricsPortOffset = 2000
-    /// The local stack's secret. Anything but a laptop sets `HABITFLOW_INTERNAL_SECRET`; the host logs a warning
-    /// when this one is in use.
-    public static let localDevelopmentSecret = "habitflow-local-development-secret"
 
     public init(
         service: String, host: String = "127.0.0.1", port: Int, databaseURL: String?, sqlDirectory: String,
@@ -83,7 +81,7 @@ public struct ServiceConfiguration: Sendable {
             service: service, host: value(prefix + "HOST") ?? "127.0.0.1", port: servicePort,
             databaseURL: databaseURL,
             sqlDirectory: value("HABITFLOW_SQL_DIR") ?? locateSQLDirectory(),
-            internalSecret: value("HABITFLOW_INTERNAL_SECRET") ?? localDevelopmentSecret)
+            internalSecret: value("HABITFLOW_INTERNAL_SECRET") ?? InternalCredential.localDevelopmentSecret)
         configuration.metricsPort = try port(prefix + "METRICS_PORT", default: defaultPort + metricsPortOffset)
         if let poolSize = value(prefix + "DB_POOL_SIZE") {
             guard let size = Int(poolSize), size > 0 else {

@@ -1,3 +1,4 @@
+public import HabitFlowInternalCredential
 public import Foundation
 internal import HabitFlowEvents
 internal import HabitFlowGRPCSideServiceProtos
@@ -5,7 +6,8 @@ internal import HabitFlowOutbox
 public import HabitFlowPostgres
 public import HabitFlowRPC
 public import HabitFlowRPCClient
-internal import HabitFlowRPCServer
+public import HabitFlowRPCServer
+public import ServiceLifecycle
 public import HabitFlowRPCSideServices
 public import Logging
 public import Prometheus
@@ -13,7 +15,7 @@ internal import Synchronization
 internal import HabitFlowCrypto
 
 /// What makes one service: its name (schema, role, migrations folder), its API descriptors for reflection, the
-/// events its outbox publishes and to whom, and how to build its RPC services from the runtime.
+/// events its outbox publishes and to whom, and how to build what it serves from the runtime.
 ///
 /// ```swift
 /// let definition = ServiceDefinition(name: "habits", descriptorSets: [HabitFlowHabitsProtosDescriptorSet.base64],
@@ -29,16 +31,49 @@ public struct ServiceDefinition: Sendable {
     /// Subscribers of each event type the outbox carries, by service name; empty when the service publishes nothing
     /// (then no relay runs). A type listed with no subscribers is relayed to no one: it leaves the outbox.
     public var eventRoutes: [String: [String]]
-    public var makeServices: @Sendable (ServiceRuntime) async throws -> [any RPCService]
+    /// Reflection then also removes every service it does not serve from the files it shows: for a process whose
+    /// `.proto` files declare services it must not reveal (the gateway and the internal services).
+    public var reflectionHidesUnservedServices: Bool
+    public var makeParts: @Sendable (ServiceRuntime) async throws -> ServiceParts
 
+    /// A service that serves `makeServices` behind the standard interceptors.
     public init(
         name: String, descriptorSets: [String] = [], eventRoutes: [String: [String]] = [:],
         makeServices: @escaping @Sendable (ServiceRuntime) async throws -> [any RPCService]
     ) {
+        self.init(name: name, descriptorSets: descriptorSets, eventRoutes: eventRoutes) { runtime in
+            ServiceParts(services: try await makeServices(runtime))
+        }
+    }
+
+    public init(
+        name: String, descriptorSets: [String] = [], eventRoutes: [String: [String]] = [:],
+        reflectionHidesUnservedServices: Bool = false,
+        makeParts: @escaping @Sendable (ServiceRuntime) async throws -> ServiceParts
+    ) {
         self.name = name
         self.descriptorSets = descriptorSets
         self.eventRoutes = eventRoutes
-        self.makeServices = makeServices
+        self.reflectionHidesUnservedServices = reflectionHidesUnservedServices
+        self.makeParts = makeParts
+    }
+}
+
+/// What a service serves, as its definition builds it from the runtime. The host adds health and reflection.
+public struct ServiceParts: Sendable {
+    public var services: [any RPCService]
+    /// In front of every handler; `nil` for the standard chain: metrics, error mapping, the internal credential check.
+    public var interceptors: [any ServerInterceptor]?
+    /// Adjusts the RPC server before it starts (TLS, message size limits).
+    public var configureServer: @Sendable (inout RPCServerConfiguration) -> Void
+
+    public init(
+        services: [any RPCService], interceptors: [any ServerInterceptor]? = nil,
+        configureServer: @escaping @Sendable (inout RPCServerConfiguration) -> Void = { _ in }
+    ) {
+        self.services = services
+        self.interceptors = interceptors
+        self.configureServer = configureServer
     }
 }
 
@@ -99,11 +134,16 @@ public struct ServiceRuntime: Sendable {
 
     /// One shared channel per service, round-robin over its configured replicas; calls carry the internal credential
     /// with the identity of the call being served (see ``InternalCredentialClientInterceptor``).
-    public func channel(to service: String) throws -> RPCChannel {
+    ///
+    /// `configure` adjusts the channel when this call makes it (the first call for `service`).
+    public func channel(
+        to service: String, configure: (inout RPCChannelConfiguration) -> Void = { _ in }
+    ) throws -> RPCChannel {
         try channels.channel(to: service) {
             var channelConfiguration = RPCChannelConfiguration(targets: configuration.addresses(of: service))
             channelConfiguration.connectTimeout = .seconds(5)
             channelConfiguration.backoff.maximum = .seconds(10)
+            configure(&channelConfiguration)
             return try RPCChannel(
                 configuration: channelConfiguration,
                 interceptors: [InternalCredentialClientInterceptor(credential: credential, caller: configuration.name)],
@@ -162,14 +202,18 @@ private final class BackgroundWork: Sendable {
 }
 
 /// One running service: migrations applied, RPC server listening (with health, reflection, metrics and the
-/// internal-credential check), outbox relay delivering. Executables run it through ``ServiceMain``; tests start it
-/// on port 0 and shut it down.
-public final class ServiceHost: Sendable {
+/// internal-credential check), outbox relay delivering.
+///
+/// It is a swift-service-lifecycle `Service`: ``ServiceMain`` runs it in a `ServiceGroup` that turns SIGTERM and
+/// SIGINT into a graceful shutdown. Tests start it on port 0 and call ``shutdown()``.
+public final class ServiceHost: Service, Sendable {
     public let runtime: ServiceRuntime
     public let health: HealthStatusRegistry
     private let server: RPCServer
     private let metricsEndpoint: MetricsEndpoint?
     private let relay: Task<Void, Never>?
+    /// The shutdown in progress, once one has begun: ``run()`` and ``shutdown()`` share it.
+    private let stopping = Mutex<Task<Void, Never>?>(nil)
 
     /// The RPC port (the real one when configured with port 0).
     public var port: Int { server.localAddress?.port ?? runtime.configuration.port }
@@ -179,7 +223,7 @@ public final class ServiceHost: Sendable {
     public static func start(
         _ definition: ServiceDefinition, configuration: ServiceConfiguration, logger: Logger
     ) async throws -> ServiceHost {
-        if configuration.internalSecret == ServiceConfiguration.localDevelopmentSecret {
+        if configuration.internalSecret == InternalCredential.localDevelopmentSecret {
             logger.warning("using the local development internal secret; set HABITFLOW_INTERNAL_SECRET outside a laptop")
         }
         let pool = configuration.databaseURL.map { url in
@@ -211,18 +255,24 @@ public final class ServiceHost: Sendable {
                 runtime.logger.info("applied migrations", metadata: ["files": "\(applied.map(\.fileName))"])
             }
         }
-        let services = try await definition.makeServices(runtime)
+        let parts = try await definition.makeParts(runtime)
         let health = HealthStatusRegistry()
-        let servedNames = services.map(\.serviceName)
+        let servedNames = parts.services.map(\.serviceName)
+        // A service that hides what it does not serve shows no event subscriber either.
+        let sideDescriptorSets =
+            definition.reflectionHidesUnservedServices
+            ? [GRPCSideServicesDescriptorSet.base64]
+            : [GRPCSideServicesDescriptorSet.base64, HabitFlowEventsDescriptorSet.base64]
         let reflection = try ReflectionService(
-            descriptorSets: definition.descriptorSets + [
-                GRPCSideServicesDescriptorSet.base64, HabitFlowEventsDescriptorSet.base64,
-            ],
-            serviceNames: servedNames + [Grpc_Health_V1_Health.name] + ReflectionService.serviceNames)
+            descriptorSets: definition.descriptorSets + sideDescriptorSets,
+            serviceNames: servedNames + [Grpc_Health_V1_Health.name] + ReflectionService.serviceNames,
+            hidingUnlistedServices: definition.reflectionHidesUnservedServices)
+        var serverConfiguration = RPCServerConfiguration(host: configuration.host, port: configuration.port)
+        parts.configureServer(&serverConfiguration)
         let server = RPCServer(
-            configuration: RPCServerConfiguration(host: configuration.host, port: configuration.port),
-            services: services + [HealthService(registry: health)] + reflection.services,
-            interceptors: [
+            configuration: serverConfiguration,
+            services: parts.services + [HealthService(registry: health)] + reflection.services,
+            interceptors: parts.interceptors ?? [
                 RPCMetricsInterceptor(registry: runtime.metrics),
                 ErrorMappingServerInterceptor(logger: runtime.logger),
                 InternalCredentialServerInterceptor(credential: runtime.credential),
@@ -278,14 +328,40 @@ public final class ServiceHost: Sendable {
         self.relay = relay
     }
 
-    /// Serves until ``shutdown()`` completes.
+    /// Serves until a graceful shutdown (the service group's, or ``shutdown()``) has completed.
     public func run() async throws {
-        try await server.run()
+        do {
+            try await withGracefulShutdownHandler {
+                try await server.run()
+            } onGracefulShutdown: {
+                self.runtime.logger.notice("stopping")
+                self.beginShutdown()
+            }
+        } catch {
+            await shutdown()
+            throw error
+        }
+        await shutdown()
     }
 
-    /// Graceful: health NOT_SERVING, GOAWAY and in-flight calls finish (within the server's grace period), then the
-    /// relay, channels and pool close.
+    /// Graceful, in this order: health NOT_SERVING; the server stops accepting, sends GOAWAY and lets calls in
+    /// flight finish (within its grace period); the outbox relay and background work stop; the metrics endpoint,
+    /// the channels to other services and the pool close. Calling it again waits for the same shutdown.
     public func shutdown() async {
+        await beginShutdown().value
+    }
+
+    @discardableResult
+    private func beginShutdown() -> Task<Void, Never> {
+        stopping.withLock { stopping in
+            if let stopping { return stopping }
+            let task = Task { await self.stopInOrder() }
+            stopping = task
+            return task
+        }
+    }
+
+    private func stopInOrder() async {
         health.markAllNotServing()
         await server.shutdown()
         relay?.cancel()
@@ -326,6 +402,8 @@ public struct ErrorMappingServerInterceptor: ServerInterceptor {
         switch error {
         case let error as RPCError:
             return error
+        case let error as any RPCErrorConvertible:
+            return error.rpcError
         case is CancellationError:
             return CancellationError()
         case let error as PostgresError

@@ -1,40 +1,17 @@
-internal import Dispatch
-public import Foundation
-public import Logging
+internal import Foundation
+internal import Logging
+internal import ServiceLifecycle
 
 #if canImport(Glibc)
 @preconcurrency internal import Glibc
 #endif
 
-/// A long-running process part that ``ServiceMain`` starts, serves and stops: a ``ServiceHost`` or the gateway.
-public protocol ServiceProcess: Sendable {
-    /// The RPC port it listens on.
-    var port: Int { get }
-    /// The Prometheus port, when it serves one.
-    var metricsPort: Int? { get }
-    /// Serves until ``shutdown()`` completes.
-    func run() async throws
-    /// Graceful: stops accepting, lets calls in flight finish, then releases everything.
-    func shutdown() async
-}
-
-extension ServiceHost: ServiceProcess {}
-
 /// The whole `main.swift` of a service executable: configuration from the environment, logging, the host, and a
-/// graceful stop on SIGTERM or SIGINT.
+/// graceful stop on SIGTERM or SIGINT (a swift-service-lifecycle `ServiceGroup`).
 public enum ServiceMain {
+    /// Runs `definition` as configured by `HABITFLOW_<SERVICE>_*`. A configuration error exits with `EX_CONFIG` (78).
     public static func run(_ definition: ServiceDefinition) async -> Never {
-        await run(service: definition.name) { configuration, logger in
-            try await ServiceHost.start(definition, configuration: configuration, logger: logger)
-        }
-    }
-
-    /// The same for a process that is not a plain ``ServiceHost`` (the gateway): `start` builds it from the
-    /// configuration `HABITFLOW_<SERVICE>_*` describes. A configuration error exits with `EX_CONFIG` (78).
-    public static func run(
-        service: String,
-        start: (ServiceConfiguration, Logger) async throws -> any ServiceProcess
-    ) async -> Never {
+        let service = definition.name
         let configuration: ServiceConfiguration
         do {
             configuration = try ServiceConfiguration.fromEnvironment(service: service)
@@ -49,9 +26,9 @@ public enum ServiceMain {
         var logger = Logger(label: "habitflow-\(service)")
         logger.logLevel = configuration.logLevel
 
-        let host: any ServiceProcess
+        let host: ServiceHost
         do {
-            host = try await start(configuration, logger)
+            host = try await ServiceHost.start(definition, configuration: configuration, logger: logger)
         } catch let error as ConfigurationError {
             logger.critical("invalid configuration", metadata: ["error": "\(error)"])
             exitFlushingLogs(78)
@@ -66,29 +43,18 @@ public enum ServiceMain {
                 "metrics": "\(host.metricsPort.map { "\(configuration.host):\($0)" } ?? "off")",
             ])
 
-        // The server stops accepting before the pool closes; exit only once everything has closed.
-        let (stopped, markStopped) = AsyncStream<Void>.makeStream()
-        let signals = [SIGTERM, SIGINT].map { signalNumber in
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .main)
-            source.setEventHandler {
-                logger.notice("stopping")
-                Task {
-                    await host.shutdown()
-                    markStopped.finish()
-                }
-            }
-            source.resume()
-            return source
-        }
+        // The group's own lines (signal received, service finished) are only worth seeing when debugging.
+        var groupLogger = logger
+        groupLogger.logLevel = max(logger.logLevel, .warning)
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: host)], gracefulShutdownSignals: [.sigterm, .sigint], logger: groupLogger))
         do {
-            try await host.run()
+            try await group.run()
         } catch {
             logger.error("server failed", metadata: ["error": "\(error)"])
             exitFlushingLogs(1)
         }
-        for await _ in stopped {}
-        withExtendedLifetime(signals) {}
         exitFlushingLogs(0)
     }
 

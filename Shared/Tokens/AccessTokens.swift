@@ -1,3 +1,4 @@
+internal import HabitFlowBase64
 public import Foundation
 public import HabitFlowCrypto
 

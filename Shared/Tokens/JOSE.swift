@@ -1,3 +1,4 @@
+internal import HabitFlowBase64
 internal import Foundation
 
 /// The JWS algorithms this module implements. Anything else, `none` and every `HS*` included, is refused.

@@ -1,3 +1,4 @@
+import HabitFlowBase64
 import Foundation
 import HabitFlowAuthProtos
 import HabitFlowCrypto

@@ -1,3 +1,4 @@
+import HabitFlowInternalCredential
 import Foundation
 import HabitFlowCrypto
 @testable import HabitFlowGateway
@@ -24,7 +25,7 @@ import Testing
         options.metadata.add("x-habitflow-internal-auth", "forged")
         options.metadata.add("x-app-version", "1.2")
         GatewayCallInfo.$current.withValue(info) {
-            Gateway.prepareForwardedCall(&options, method: method, credential: credential, defaultTimeout: .seconds(30))
+            GatewayServiceDefinition.prepareForwardedCall(&options, method: method, credential: credential, defaultTimeout: .seconds(30))
         }
         #expect(options.metadata["authorization"] == nil)
         #expect(options.metadata.values("x-habitflow-internal-auth").count == 1)
@@ -47,7 +48,7 @@ import Testing
         var signIn = CallOptions(deadline: .now + .seconds(2))
         signIn.metadata.add("x-habitflow-user-id", UUID().uuidString.lowercased())
         GatewayCallInfo.$current.withValue(GatewayCallInfo(requestID: "request-8", clientAddress: "203.0.113.9")) {
-            Gateway.prepareForwardedCall(&signIn, method: method, credential: credential, defaultTimeout: .seconds(30))
+            GatewayServiceDefinition.prepareForwardedCall(&signIn, method: method, credential: credential, defaultTimeout: .seconds(30))
         }
         #expect(signIn.timeout == nil)
         #expect(try credential.verify(signIn.metadata, method: method) == CallerIdentity(caller: "gateway", clientAddress: "203.0.113.9"))

@@ -1,3 +1,4 @@
+import HabitFlowCalendar
 import Foundation
 import HabitFlowHabits
 import HabitFlowHabitsProtos

@@ -1,3 +1,5 @@
+import HabitFlowInternalCredential
+import HabitFlowCalendar
 import Foundation
 import HabitFlowEvents
 import HabitFlowGRPCProtos

@@ -1,3 +1,5 @@
+import HabitFlowInternalCredential
+import HabitFlowCalendar
 import Foundation
 import HabitFlowAuth
 import HabitFlowGateway
@@ -19,7 +21,7 @@ struct ServiceStack {
     let auth: ServiceHost
     let habits: ServiceHost
     /// In front of both when asked for.
-    let gateway: Gateway?
+    let gateway: ServiceHost?
 
     static func start(withGateway: Bool = false) async throws -> ServiceStack {
         var habitsConfiguration = ServiceConfiguration(

@@ -1,3 +1,4 @@
+import HabitFlowCalendar
 import HabitFlowTestSupport
 import Foundation
 import HabitFlowPostgres

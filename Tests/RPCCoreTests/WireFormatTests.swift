@@ -1,3 +1,4 @@
+import HabitFlowBase64
 import HabitFlowCompression
 import HabitFlowRPC
 import NIOCore

@@ -1,3 +1,4 @@
+import HabitFlowBase64
 import HabitFlowGRPCProtos
 import HabitFlowHTTP2
 import HabitFlowRPC

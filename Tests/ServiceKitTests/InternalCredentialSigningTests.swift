@@ -1,6 +1,6 @@
+@testable import HabitFlowInternalCredential
 import Foundation
 import HabitFlowRPC
-@testable import HabitFlowServiceKit
 import Testing
 
 /// The internal credential's signing, which the gateway does for every forwarded call.

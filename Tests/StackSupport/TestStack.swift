@@ -18,7 +18,7 @@ public struct TestStack: Sendable {
 
     public let auth: ServiceHost
     public let habits: [ServiceHost]
-    public let gateway: Gateway
+    public let gateway: ServiceHost
     public let logger: Logger
 
     public var gatewayPort: Int { gateway.port }

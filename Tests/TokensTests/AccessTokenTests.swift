@@ -1,3 +1,4 @@
+import HabitFlowBase64
 import Foundation
 import HabitFlowCrypto
 import HabitFlowTokens

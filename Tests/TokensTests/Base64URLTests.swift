@@ -1,3 +1,4 @@
+import HabitFlowBase64
 import HabitFlowCrypto
 import HabitFlowTokens
 import Testing

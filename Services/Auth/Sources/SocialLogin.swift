@@ -1,3 +1,4 @@
+internal import HabitFlowInternalCredential
 internal import Foundation
 internal import HabitFlowAuthProtos
 internal import HabitFlowCrypto

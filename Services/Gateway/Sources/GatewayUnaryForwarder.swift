@@ -1,8 +1,9 @@
+internal import HabitFlowInternalCredential
 internal import HabitFlowRPC
 internal import HabitFlowRPCClient
 internal import HabitFlowServiceKit
 
-extension Gateway {
+extension GatewayServiceDefinition {
     /// The event-loop fast path of a forwarded unary method (most of the gateway's traffic): calls the token and
     /// session caches admit (``GatewayInterceptor/admitWithoutWaiting(_:)``) are signed and passed to the owning
     /// service without a task (``EventLoopUnaryForwarder``), and end counted and logged as the interceptor would.

@@ -1,3 +1,4 @@
+public import HabitFlowCalendar
 internal import HabitFlowEvents
 internal import HabitFlowHabitsProtos
 internal import HabitFlowOutbox

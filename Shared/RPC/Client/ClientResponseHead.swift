@@ -1,3 +1,4 @@
+internal import HabitFlowBase64
 internal import HabitFlowGRPCProtos
 internal import HabitFlowHTTP2
 internal import HabitFlowRPC

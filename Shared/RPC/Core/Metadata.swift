@@ -1,3 +1,5 @@
+internal import HabitFlowBase64
+
 /// A metadata value: printable ASCII text, or bytes under a `-bin` key.
 public enum MetadataValue: Sendable, Hashable, ExpressibleByStringLiteral {
     case text(String)

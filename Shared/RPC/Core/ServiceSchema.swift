@@ -1,3 +1,4 @@
+internal import HabitFlowBase64
 internal import SwiftProtobuf
 
 /// How a proto marks a method's side effects (`option idempotency_level`).

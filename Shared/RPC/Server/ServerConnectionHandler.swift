@@ -1,3 +1,4 @@
+internal import HabitFlowBase64
 internal import HabitFlowCompression
 internal import HabitFlowGRPCProtos
 internal import HabitFlowHTTP2

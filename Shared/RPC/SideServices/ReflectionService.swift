@@ -1,3 +1,4 @@
+internal import HabitFlowBase64
 internal import HabitFlowGRPCSideServiceProtos
 public import HabitFlowRPC
 internal import SwiftProtobuf

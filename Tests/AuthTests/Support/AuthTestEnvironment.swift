@@ -1,3 +1,4 @@
+import HabitFlowInternalCredential
 import Foundation
 import HabitFlowAuthProtos
 import HabitFlowCrypto

@@ -1,3 +1,4 @@
+internal import HabitFlowBase64
 internal import Foundation
 internal import HabitFlowCrypto
 internal import HabitFlowPostgres

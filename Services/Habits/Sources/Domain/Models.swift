@@ -1,5 +1,5 @@
 public import Foundation
-public import HabitFlowPostgres
+public import HabitFlowCalendar
 
 /// A category as stored (live, or a tombstone when `deletedAt` is set).
 public struct CategoryRecord: Sendable, Hashable {

@@ -1,3 +1,4 @@
+public import HabitFlowCalendar
 public import Foundation
 
 /// Habits that met their target out of the habits that counted: "X% (Y/Z habits)" (seed 004 §3.5).

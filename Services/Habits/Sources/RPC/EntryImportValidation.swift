@@ -1,3 +1,5 @@
+internal import HabitFlowServiceAPI
+internal import HabitFlowCalendar
 internal import Foundation
 internal import HabitFlowHabitsProtos
 internal import HabitFlowPostgres

@@ -1,3 +1,6 @@
+internal import HabitFlowInternalCredential
+internal import HabitFlowServiceAPI
+internal import HabitFlowCalendar
 internal import Foundation
 internal import HabitFlowHabitsProtos
 internal import HabitFlowPostgres
@@ -35,7 +38,7 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
         try validator.check()
 
         let existing = try await store.existingHabitIDs(user: userID, among: habitIDs)
-        if let missing = habitIDs.first(where: { !existing.contains($0) }) { throw HabitsErrors.habitNotFound(missing) }
+        if let missing = habitIDs.first(where: { !existing.contains($0) }) { throw HabitsError.habitNotFound(missing) }
         let totals = Dictionary(
             grouping: try await store.weekTotals(user: userID, habits: habitIDs, from: first, through: last),
             by: \.habitID)
@@ -116,7 +119,7 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
             today: clock.today(in: zone ?? .utc))
         try validator.check()
         // check() passed, so every entry parsed and there is at least one.
-        guard zone != nil else { throw HabitsErrors.habitNotFound(entries[0].habitID) }
+        guard zone != nil else { throw HabitsError.habitNotFound(entries[0].habitID) }
         let result = try await store.importEntries(user: userID, entries: entries, now: clock.now)
         return .with {
             $0.importedEntries = Int32(result.imported)

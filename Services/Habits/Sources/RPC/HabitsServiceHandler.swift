@@ -1,3 +1,6 @@
+internal import HabitFlowInternalCredential
+internal import HabitFlowServiceAPI
+internal import HabitFlowCalendar
 internal import Foundation
 internal import HabitFlowHabitsProtos
 internal import HabitFlowPostgres
@@ -13,9 +16,9 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
     let weekViews: WeekViewCache
     let zoneHints: UserZoneHints
 
-    static let habitPageSizes = (defaultSize: 50, maximum: 200)
-    static let entryPageSizes = (defaultSize: 500, maximum: 1000)
-    static let changePageSizes = (defaultSize: 500, maximum: 1000)
+    static let habitPageSizes = PageSizeRule(defaultSize: 50, maximum: 200)
+    static let entryPageSizes = PageSizeRule(defaultSize: 500, maximum: 1000)
+    static let changePageSizes = PageSizeRule(defaultSize: 500, maximum: 1000)
     static let maximumHistoryWeeks = 530
     static let defaultHistoryWeeks = 12
 
@@ -109,18 +112,17 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         let userID = try CallerIdentity.requireUser()
         if let habit = try await store.habit(user: userID, id: id) { return habit.proto }
         _ = try await caller()
-        throw HabitsErrors.habitNotFound(id)
+        throw HabitsError.habitNotFound(id)
     }
 
     func listHabits(
         request: Habitflow_Habits_V1_ListHabitsRequest, context: ServerContext
     ) async throws -> Habitflow_Habits_V1_ListHabitsResponse {
         var validator = RequestValidator()
-        let pageSize = validator.pageSize(
-            request.pageSize, defaultSize: Self.habitPageSizes.defaultSize, maximum: Self.habitPageSizes.maximum)
+        let pageSize = validator.pageSize(request.pageSize, rule: Self.habitPageSizes)
         let kind = request.showDeleted ? "habits+deleted" : "habits"
         var createdAfter: Int64 = 0
-        if let token = validator.pageToken(request.pageToken, kind: kind, fieldCount: 1) {
+        if let token = validator.pageToken(request.pageToken, list: kind, fieldCount: 1) {
             if let sequence = Int64(token[0]) {
                 createdAfter = sequence
             } else {
@@ -135,7 +137,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
             let page = habits.prefix(pageSize)
             $0.habits = page.map(\.proto)
             if habits.count > pageSize, let last = page.last {
-                $0.nextPageToken = PageToken.encode(kind: kind, [String(last.createdSequence)])
+                $0.nextPageToken = PageToken.encode(list: kind, [String(last.createdSequence)])
             }
         }
     }
@@ -273,10 +275,9 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         let first = validator.requiredDate(request.startDate, isSet: request.hasStartDate, field: "start_date")
         let last = validator.requiredDate(request.endDate, isSet: request.hasEndDate, field: "end_date")
         validator.range(first, last, field: "end_date")
-        let pageSize = validator.pageSize(
-            request.pageSize, defaultSize: Self.entryPageSizes.defaultSize, maximum: Self.entryPageSizes.maximum)
+        let pageSize = validator.pageSize(request.pageSize, rule: Self.entryPageSizes)
         var position: EntryPagePosition?
-        if let token = validator.pageToken(request.pageToken, kind: "entries", fieldCount: 2) {
+        if let token = validator.pageToken(request.pageToken, list: "entries", fieldCount: 2) {
             if let days = Int(token[0]), let id = UUID(canonical: token[1]) {
                 position = EntryPagePosition(date: LocalDate(daysSinceEpoch: days), id: id)
             } else {
@@ -286,7 +287,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         try validator.check()
         let user = try await caller()
         if let habitID, try await store.habit(user: user.id, id: habitID) == nil {
-            throw HabitsErrors.habitNotFound(habitID)
+            throw HabitsError.habitNotFound(habitID)
         }
         let entries = try await store.entries(
             user: user.id, habit: habitID, from: first, through: last, after: position, limit: pageSize + 1)
@@ -295,7 +296,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
             $0.entries = page.map(\.proto)
             if entries.count > pageSize, let last = page.last {
                 $0.nextPageToken = PageToken.encode(
-                    kind: "entries", [String(last.date.daysSinceEpoch), last.id.lowercasedString])
+                    list: "entries", [String(last.date.daysSinceEpoch), last.id.lowercasedString])
             }
         }
     }
@@ -377,10 +378,9 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         request: Habitflow_Habits_V1_ListChangesRequest, context: ServerContext
     ) async throws -> Habitflow_Habits_V1_ListChangesResponse {
         var validator = RequestValidator()
-        let pageSize = validator.pageSize(
-            request.pageSize, defaultSize: Self.changePageSizes.defaultSize, maximum: Self.changePageSizes.maximum)
+        let pageSize = validator.pageSize(request.pageSize, rule: Self.changePageSizes)
         var cursor = ChangeCursor.beginning
-        if let token = validator.pageToken(request.cursor, kind: "changes", fieldCount: 3, field: "cursor") {
+        if let token = validator.pageToken(request.cursor, list: "changes", fieldCount: 3, field: "cursor") {
             if let sequence = Int64(token[0]), let kindValue = Int(token[1]),
                 let kind = ChangeCursor.Kind(rawValue: kindValue), let id = UUID(canonical: token[2])
             {
@@ -396,7 +396,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         return .with {
             $0.changes = changes.map(\.proto)
             $0.nextCursor = PageToken.encode(
-                kind: "changes", [String(next.sequence), String(next.kind.rawValue), next.id.lowercasedString])
+                list: "changes", [String(next.sequence), String(next.kind.rawValue), next.id.lowercasedString])
             $0.hasMore_p = hasMore
         }
     }

@@ -1,3 +1,4 @@
+internal import HabitFlowCalendar
 public import Foundation
 internal import HabitFlowHabitsProtos
 internal import HabitFlowPostgres

@@ -23,7 +23,7 @@ extension HabitsStore {
                 return try CategoryRecord(row: existing)
             }
             let live = try await liveCategories(transaction, user: userID)
-            guard live.count < HabitRules.maximumCategories else { throw HabitsErrors.categoryLimit() }
+            guard live.count < HabitRules.maximumCategories else { throw HabitsError.categoryLimit }
             let position = (live.map(\.position).max() ?? -1) + 1
             do {
                 let row = try await transaction.queryRow(
@@ -34,7 +34,7 @@ extension HabitsStore {
                     """)
                 return try CategoryRecord(row: try required(row))
             } catch let error as PostgresError where error.violates("categories_live_name") {
-                throw HabitsErrors.categoryNameTaken(name)
+                throw HabitsError.categoryNameTaken(name)
             }
         }
     }
@@ -48,10 +48,10 @@ extension HabitsStore {
                         UPDATE categories SET name = \(name), updated_at = \(now), change_seq = \(sequence) \
                         WHERE user_id = \(userID) AND id = \(id) AND deleted_at IS NULL RETURNING *
                         """)
-                else { throw HabitsErrors.categoryNotFound(id) }
+                else { throw HabitsError.categoryNotFound(id) }
                 return try CategoryRecord(row: row)
             } catch let error as PostgresError where error.violates("categories_live_name") {
-                throw HabitsErrors.categoryNameTaken(name)
+                throw HabitsError.categoryNameTaken(name)
             }
         }
     }
@@ -62,7 +62,7 @@ extension HabitsStore {
         try await write(user: userID) { transaction, sequence in
             let live = try await liveCategories(transaction, user: userID)
             let liveIDs = Set(live.map(\.id))
-            if let unknown = ids.first(where: { !liveIDs.contains($0) }) { throw HabitsErrors.categoryNotFound(unknown) }
+            if let unknown = ids.first(where: { !liveIDs.contains($0) }) { throw HabitsError.categoryNotFound(unknown) }
             let listed = Set(ids)
             let order = ids + live.map(\.id).filter { !listed.contains($0) }
             try await transaction.execute(
@@ -81,7 +81,7 @@ extension HabitsStore {
         try await write(user: userID) { transaction, sequence in
             guard let current = try await transaction.queryRow(
                 "SELECT * FROM categories WHERE user_id = \(userID) AND id = \(id)")
-            else { throw HabitsErrors.categoryNotFound(id) }
+            else { throw HabitsError.categoryNotFound(id) }
             let category = try CategoryRecord(row: current)
             if category.deletedAt != nil { return category }
             let deleted = try await transaction.queryRow(

@@ -1,5 +1,6 @@
+public import HabitFlowCalendar
 public import Foundation
-public import HabitFlowPostgres
+internal import HabitFlowPostgres
 
 /// One entry of an import (`HabitsInternal/ImportEntries`), validated: a caller-chosen id, a past or current date.
 public struct EntryToImport: Sendable, Hashable {
@@ -44,8 +45,8 @@ extension HabitsStore {
                 deleted[try row.decode(0, as: UUID.self)] = try row.decode(1, as: Bool.self)
             }
             for habitID in habitIDs {
-                guard let isDeleted = deleted[habitID] else { throw HabitsErrors.habitNotFound(habitID) }
-                if isDeleted { throw HabitsErrors.habitDeleted(habitID) }
+                guard let isDeleted = deleted[habitID] else { throw HabitsError.habitNotFound(habitID) }
+                if isDeleted { throw HabitsError.habitDeleted(habitID) }
             }
             // One statement for the batch: the arrays are bound parameters, unnested into rows.
             let imported = try await transaction.queryRow(

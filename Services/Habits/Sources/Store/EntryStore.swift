@@ -1,5 +1,6 @@
+public import HabitFlowCalendar
 public import Foundation
-public import HabitFlowPostgres
+internal import HabitFlowPostgres
 
 /// Where a page of entries ends: the last entry's date and id.
 public struct EntryPagePosition: Sendable, Hashable {
@@ -53,7 +54,7 @@ extension HabitsStore {
         if let inserted { return .marked(try EntryRecord(row: inserted)) }
         // Why nothing was written, in the order the statement checks: the user, their zone, a retry, the habit.
         guard let user = try await pool.queryRow("SELECT time_zone FROM users WHERE user_id = \(userID)") else {
-            throw HabitsErrors.accountDeleted(userID)
+            throw HabitsError.accountDeleted(userID)
         }
         let storedZoneName = try user.decode(0, as: String.self)
         if storedZoneName != zoneName { return .zoneChanged(storedZoneName: storedZoneName) }
@@ -79,8 +80,8 @@ extension HabitsStore {
             """
         ).count
         if removed > 0 { return removed }
-        guard let habit = try await habit(user: userID, id: habitID) else { throw HabitsErrors.habitNotFound(habitID) }
-        if habit.isDeleted { throw HabitsErrors.habitDeleted(habitID) }
+        guard let habit = try await habit(user: userID, id: habitID) else { throw HabitsError.habitNotFound(habitID) }
+        if habit.isDeleted { throw HabitsError.habitDeleted(habitID) }
         return 0
     }
 
@@ -89,8 +90,8 @@ extension HabitsStore {
         guard
             let row = try await pool.queryRow(
                 "SELECT deleted_at IS NOT NULL AS deleted FROM habits WHERE user_id = \(userID) AND id = \(habitID)")
-        else { return HabitsErrors.habitNotFound(habitID) }
-        return try row.decode(0, as: Bool.self) ? HabitsErrors.habitDeleted(habitID) : HabitsErrors.habitNotFound(habitID)
+        else { return HabitsError.habitNotFound(habitID) }
+        return try row.decode(0, as: Bool.self) ? HabitsError.habitDeleted(habitID) : HabitsError.habitNotFound(habitID)
     }
 
     /// Live entries in `first...last` (of one habit, or all), ordered by date, then id, after `position`.

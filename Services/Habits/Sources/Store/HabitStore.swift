@@ -1,7 +1,8 @@
+public import HabitFlowCalendar
 public import Foundation
 internal import HabitFlowEvents
 internal import HabitFlowOutbox
-public import HabitFlowPostgres
+internal import HabitFlowPostgres
 internal import HabitFlowCrypto
 
 /// The fields an update sets; `nil` leaves a field as it is.
@@ -55,7 +56,7 @@ extension HabitsStore {
             if let categoryID { try await requireLiveCategory(transaction, user: userID, id: categoryID) }
             let liveCount = try await transaction.queryRow(
                 "SELECT count(*) FROM habits WHERE user_id = \(userID) AND deleted_at IS NULL")?.decode(0, as: Int64.self)
-            guard (liveCount ?? 0) < HabitRules.maximumLiveHabits else { throw HabitsErrors.habitLimit() }
+            guard (liveCount ?? 0) < HabitRules.maximumLiveHabits else { throw HabitsError.habitLimit }
             let habitID = id ?? UUID.random()
             do {
                 try await transaction.execute(
@@ -69,7 +70,7 @@ extension HabitsStore {
                     SELECT user_id, id, \(IsoWeek(containing: today).monday), \(Int16(weeklyTarget)) FROM habit
                     """)
             } catch let error as PostgresError where error.violates("habits_live_name") {
-                throw HabitsErrors.habitNameTaken(name)
+                throw HabitsError.habitNameTaken(name)
             }
             return try required(try await habit(transaction, user: userID, id: habitID))
         }
@@ -82,9 +83,9 @@ extension HabitsStore {
     ) async throws -> HabitRecord {
         try await write(user: userID) { transaction, sequence in
             guard let current = try await habit(transaction, user: userID, id: id) else {
-                throw HabitsErrors.habitNotFound(id)
+                throw HabitsError.habitNotFound(id)
             }
-            guard !current.isDeleted else { throw HabitsErrors.habitDeleted(id) }
+            guard !current.isDeleted else { throw HabitsError.habitDeleted(id) }
             if case .some(.some(let categoryID)) = changes.categoryID {
                 try await requireLiveCategory(transaction, user: userID, id: categoryID)
             }
@@ -98,7 +99,7 @@ extension HabitsStore {
                     updated_at = \(now), change_seq = \(sequence) WHERE user_id = \(userID) AND id = \(id)
                     """)
             } catch let error as PostgresError where error.violates("habits_live_name") {
-                throw HabitsErrors.habitNameTaken(name)
+                throw HabitsError.habitNameTaken(name)
             }
             let week = IsoWeek(containing: today)
             if let target = changes.weeklyTarget, target != current.target(in: week) {
@@ -118,7 +119,7 @@ extension HabitsStore {
     public func deleteHabit(user userID: UUID, id: UUID, today: LocalDate, now: Date) async throws -> HabitRecord {
         try await write(user: userID) { transaction, sequence in
             guard let current = try await habit(transaction, user: userID, id: id) else {
-                throw HabitsErrors.habitNotFound(id)
+                throw HabitsError.habitNotFound(id)
             }
             if current.isDeleted { return current }
             try await transaction.execute(
@@ -139,14 +140,6 @@ extension HabitsStore {
         guard
             try await transaction.queryRow(
                 "SELECT 1 FROM categories WHERE user_id = \(userID) AND id = \(id) AND deleted_at IS NULL") != nil
-        else { throw HabitsErrors.categoryNotFound(id) }
+        else { throw HabitsError.categoryNotFound(id) }
     }
-}
-
-extension UUID {
-    /// 00000000-0000-0000-0000-000000000000: before every other id in Postgres's order.
-    static let min = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
-    /// ffffffff-ffff-ffff-ffff-ffffffffffff: after every other id.
-    static let max = UUID(
-        uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255))
 }

@@ -1,3 +1,4 @@
+public import HabitFlowCalendar
 public import Foundation
 public import HabitFlowPostgres
 internal import HabitFlowCrypto
@@ -24,7 +25,7 @@ public struct HabitsStore: Sendable {
         let zone = try await pool.transaction { transaction in
             try await createUserIfMissing(transaction, user: userID, zone: nil, zoneChangedAt: nil, now: now)
         }
-        guard let zone else { throw HabitsErrors.accountDeleted(userID) }
+        guard let zone else { throw HabitsError.accountDeleted(userID) }
         return zone
     }
 
@@ -33,7 +34,7 @@ public struct HabitsStore: Sendable {
     public func userVersion(_ userID: UUID, now: Date) async throws -> UserVersion {
         if let version = try await storedVersion(userID) { return version }
         _ = try await prepareUser(userID, now: now)
-        guard let version = try await storedVersion(userID) else { throw HabitsErrors.accountDeleted(userID) }
+        guard let version = try await storedVersion(userID) else { throw HabitsError.accountDeleted(userID) }
         return version
     }
 
@@ -92,7 +93,7 @@ public struct HabitsStore: Sendable {
 
     private func timeZone(_ transaction: PostgresTransaction, user userID: UUID) async throws -> UserTimeZone {
         guard let row = try await transaction.queryRow("SELECT time_zone FROM users WHERE user_id = \(userID)") else {
-            throw HabitsErrors.accountDeleted(userID)
+            throw HabitsError.accountDeleted(userID)
         }
         return .stored(try row.decode(0, as: String.self))
     }
@@ -115,7 +116,7 @@ public struct HabitsStore: Sendable {
         guard
             let row = try await transaction.queryRow(
                 "UPDATE users SET change_seq = change_seq + 1 WHERE user_id = \(userID) RETURNING change_seq")
-        else { throw HabitsErrors.accountDeleted(userID) }
+        else { throw HabitsError.accountDeleted(userID) }
         return try row.decode(0, as: Int64.self)
     }
 

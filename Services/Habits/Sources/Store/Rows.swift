@@ -1,3 +1,4 @@
+internal import HabitFlowCalendar
 internal import Foundation
 internal import HabitFlowPostgres
 

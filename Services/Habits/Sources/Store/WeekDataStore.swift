@@ -1,3 +1,4 @@
+public import HabitFlowCalendar
 public import Foundation
 internal import HabitFlowPostgres
 

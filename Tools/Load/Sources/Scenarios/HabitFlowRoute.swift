@@ -1,7 +1,7 @@
+internal import HabitFlowInternalCredential
 public import Foundation
 public import HabitFlowRPC
 public import HabitFlowRPCClient
-internal import HabitFlowServiceKit
 public import Logging
 
 /// How the HabitFlow scenarios reach the services.

@@ -1,8 +1,8 @@
+internal import HabitFlowInternalCredential
 public import Foundation
 internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import HabitFlowRPCClient
-internal import HabitFlowServiceKit
 internal import Synchronization
 internal import HabitFlowCrypto
 

@@ -1,5 +1,3 @@
-public import HabitFlowPostgres
-
 /// An ISO 8601 week: Monday to Sunday, numbered within its week-numbering year (the year of its Thursday), named
 /// like `2026-W03`.
 ///

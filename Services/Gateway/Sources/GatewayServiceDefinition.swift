@@ -1,3 +1,4 @@
+internal import HabitFlowInternalCredential
 public import HabitFlowServiceKit
 public import Logging
 internal import Foundation
@@ -7,7 +8,7 @@ internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import HabitFlowRPCClient
 internal import HabitFlowRPCServer
-public import HabitFlowRPCSideServices
+internal import HabitFlowRPCSideServices
 internal import HabitFlowTLS
 internal import HabitFlowTokens
 internal import Prometheus
@@ -15,42 +16,34 @@ internal import Prometheus
 /// The only process clients reach (DESIGN.md section 2): authenticates, rate-limits and forwards every public RPC to
 /// the service that owns it, and serves the dashboard it assembles from several services.
 ///
+/// A service like the others, without a database: the host gives it health, reflection (showing the public API
+/// only), metrics and a graceful shutdown; its own interceptor replaces the internal-credential check.
+///
 /// ```swift
-/// let gateway = try await Gateway.start(configuration: configuration, logger: logger)  // port 0 in tests
-/// ...
-/// await gateway.shutdown()
+/// await ServiceMain.run(GatewayServiceDefinition.make())                       // main.swift
+/// let gateway = try await Gateway.start(configuration: configuration, logger: logger)  // tests, port 0
 /// ```
-public final class Gateway: ServiceProcess {
-    public let configuration: GatewayConfiguration
-    /// Health of the gateway itself and of each public service name.
-    public let health: HealthStatusRegistry
-    private let server: RPCServer
-    private let channels: [String: RPCChannel]
-    private let metricsEndpoint: MetricsEndpoint?
-    private let keyRefresher: Task<Void, Never>
-
-    public var port: Int { server.localAddress?.port ?? configuration.service.port }
-    public var metricsPort: Int? { metricsEndpoint?.port }
-
-    public static func start(configuration: GatewayConfiguration, logger: Logger) async throws -> Gateway {
-        let service = configuration.service
-        if service.internalSecret == ServiceConfiguration.localDevelopmentSecret {
-            logger.warning("using the local development internal secret; set HABITFLOW_INTERNAL_SECRET outside a laptop")
+public enum GatewayServiceDefinition {
+    /// - Parameter configuration: the gateway's settings; `nil` reads them from the environment
+    ///   (``GatewayConfiguration/fromEnvironment(_:environment:)``) for the host's ``ServiceConfiguration``.
+    public static func make(configuration: GatewayConfiguration? = nil) -> ServiceDefinition {
+        ServiceDefinition(
+            name: "gateway", descriptorSets: GatewayRoutes.descriptorSets, reflectionHidesUnservedServices: true
+        ) { runtime in
+            let configuration = try configuration ?? GatewayConfiguration.fromEnvironment(runtime.configuration)
+            return try makeParts(configuration: configuration, runtime: runtime)
         }
-        let credential = InternalCredential(secret: service.internalSecret)
-        var channels: [String: RPCChannel] = [:]
+    }
+
+    private static func makeParts(configuration: GatewayConfiguration, runtime: ServiceRuntime) throws -> ServiceParts {
+        let logger = runtime.logger
+        let credential = runtime.credential
         func channel(to owner: String) throws -> RPCChannel {
-            if let existing = channels[owner] { return existing }
-            let made = try makeChannel(to: owner, configuration: configuration, credential: credential, logger: logger)
-            channels[owner] = made
-            return made
+            try runtime.channel(to: owner) { channelConfiguration in
+                configureChannel(&channelConfiguration, configuration: configuration)
+            }
         }
-        let auth = try channel(to: "auth")
-        let habits = try channel(to: "habits")
-
-        let registry = PrometheusCollectorRegistry()
-        let metrics = GatewayMetrics(registry: registry)
-        let authInternal = Habitflow_Auth_V1_AuthInternal.Client(transport: auth)
+        let authInternal = Habitflow_Auth_V1_AuthInternal.Client(transport: try channel(to: "auth"))
         let keys = AccessTokenKeys(refreshInterval: configuration.keyRefreshInterval) {
             try await fetchVerifier(from: authInternal, leeway: configuration.tokenLeeway)
         }
@@ -61,11 +54,12 @@ public final class Gateway: ServiceProcess {
         }
 
         let interceptor = GatewayInterceptor(
-            logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: registry),
+            logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: runtime.metrics),
             errorMapping: ErrorMappingServerInterceptor(logger: logger),
             addressLimiter: RateLimiter(limit: configuration.addressRateLimit),
             authenticator: Authenticator(keys: keys, sessions: sessions),
-            accountLimiter: RateLimiter(limit: configuration.accountRateLimit), metrics: metrics)
+            accountLimiter: RateLimiter(limit: configuration.accountRateLimit),
+            metrics: GatewayMetrics(registry: runtime.metrics))
         var services: [any RPCService] = []
         for route in GatewayRoutes.forwarded {
             let schema = try ServiceSchema.load(route.service, fromDescriptorSets: [route.descriptorSet])
@@ -88,88 +82,37 @@ public final class Gateway: ServiceProcess {
         }
         services.append(
             DashboardService(
-                habits: Habitflow_Habits_V1_HabitsService.Client(transport: habits),
+                habits: Habitflow_Habits_V1_HabitsService.Client(transport: try channel(to: "habits")),
                 partTimeout: configuration.dashboardPartTimeout))
-        let health = HealthStatusRegistry()
-        let reflection = try ReflectionService(
-            descriptorSets: GatewayRoutes.descriptorSets, serviceNames: GatewayRoutes.publicServiceNames,
-            hidingUnlistedServices: true)
-        services += [HealthService(registry: health)] + reflection.services
-
-        var serverConfiguration = RPCServerConfiguration(host: service.host, port: service.port)
-        serverConfiguration.tls = configuration.tls.map { files in
-            .server(certificateChain: .file(files.certificatePath), privateKey: .file(files.privateKeyPath))
-        }
-        serverConfiguration.maxReceiveMessageSize = configuration.maxMessageSize
-        let server = RPCServer(
-            configuration: serverConfiguration, services: services,
-            interceptors: [interceptor],
-            logger: logger)
-
-        let metricsEndpoint: MetricsEndpoint?
-        do {
-            try await server.start()
-            if let port = service.metricsPort {
-                metricsEndpoint = try await MetricsEndpoint.start(host: service.host, port: port, registry: registry)
-            } else {
-                metricsEndpoint = nil
-            }
-        } catch {
-            await server.shutdown()
-            for channel in channels.values { await channel.close() }
-            throw error
-        }
-        health.setStatus(.serving)
-        for name in GatewayRoutes.forwarded.map(\.service) + GatewayRoutes.own { health.setStatus(.serving, for: name) }
 
         // Keys are fetched ahead of the first call and kept fresh, so a request rarely waits for them.
         let refreshInterval = configuration.keyRefreshInterval
-        let keyRefresher = Task {
+        runtime.runInBackground {
             while !Task.isCancelled {
                 _ = try? await keys.current()
                 try? await Task.sleep(for: refreshInterval)
             }
         }
-        return Gateway(
-            configuration: configuration, health: health, server: server, channels: channels,
-            metricsEndpoint: metricsEndpoint, keyRefresher: keyRefresher)
-    }
-
-    private init(
-        configuration: GatewayConfiguration, health: HealthStatusRegistry, server: RPCServer,
-        channels: [String: RPCChannel], metricsEndpoint: MetricsEndpoint?, keyRefresher: Task<Void, Never>
-    ) {
-        self.configuration = configuration
-        self.health = health
-        self.server = server
-        self.channels = channels
-        self.metricsEndpoint = metricsEndpoint
-        self.keyRefresher = keyRefresher
-    }
-
-    public func run() async throws {
-        try await server.run()
-    }
-
-    /// Graceful: health NOT_SERVING, GOAWAY and in-flight calls finish, then the channels to the services close.
-    public func shutdown() async {
-        health.markAllNotServing()
-        keyRefresher.cancel()
-        await server.shutdown()
-        await metricsEndpoint?.close()
-        for channel in channels.values { await channel.close() }
+        let tls = configuration.tls
+        let maxMessageSize = configuration.maxMessageSize
+        return ServiceParts(services: services, interceptors: [interceptor]) { server in
+            server.tls = tls.map { files in
+                .server(certificateChain: .file(files.certificatePath), privateKey: .file(files.privateKeyPath))
+            }
+            server.maxReceiveMessageSize = maxMessageSize
+        }
     }
 
     // MARK: Pieces
 
     /// One pooled channel per service, a connection per replica and event loop, round-robin over the replicas,
     /// signing every call with the internal credential (forwarded calls bypass that: the gateway signs them itself,
-    /// see ``prepareForwardedCall(_:method:credential:defaultTimeout:)``). Connecting is bounded by the short connect timeout and retries are few and quick, so a service
-    /// that is down answers `UNAVAILABLE` at once rather than after the client's deadline.
-    private static func makeChannel(
-        to owner: String, configuration: GatewayConfiguration, credential: InternalCredential, logger: Logger
-    ) throws -> RPCChannel {
-        var channelConfiguration = RPCChannelConfiguration(targets: configuration.service.addresses(of: owner))
+    /// see ``prepareForwardedCall(_:method:credential:defaultTimeout:info:)``). Connecting is bounded by the short
+    /// connect timeout and retries are few and quick, so a service that is down answers `UNAVAILABLE` at once rather
+    /// than after the client's deadline.
+    private static func configureChannel(
+        _ channelConfiguration: inout RPCChannelConfiguration, configuration: GatewayConfiguration
+    ) {
         channelConfiguration.connectTimeout = configuration.connectTimeout
         // A forwarded call then goes out on the event loop of the client's connection: no thread hop either way.
         channelConfiguration.connectionsPerTarget = RPCChannel.sharedGroupEventLoopCount
@@ -177,10 +120,6 @@ public final class Gateway: ServiceProcess {
         channelConfiguration.retry.maxAttempts = 3
         channelConfiguration.retry.maxBackoff = .milliseconds(200)
         channelConfiguration.maxReceiveMessageSize = configuration.maxMessageSize
-        return try RPCChannel(
-            configuration: channelConfiguration,
-            interceptors: [InternalCredentialClientInterceptor(credential: credential, caller: "gateway")],
-            logger: logger)
     }
 
     /// Shapes a client call on its way to a service: the client's token, its request id and anything posing as our
@@ -232,5 +171,14 @@ public final class Gateway: ServiceProcess {
         case .expired: return .expired
         case .notFound, .unspecified, .UNRECOGNIZED: return .notFound
         }
+    }
+}
+
+/// Starts a gateway host: what tests and benchmarks call (port 0 for a free port).
+public enum Gateway {
+    public static func start(configuration: GatewayConfiguration, logger: Logger) async throws -> ServiceHost {
+        try await ServiceHost.start(
+            GatewayServiceDefinition.make(configuration: configuration), configuration: configuration.service,
+            logger: logger)
     }
 }

@@ -1,5 +1,4 @@
 public import Foundation
-public import HabitFlowPostgres
 internal import Synchronization
 
 /// The current instant and what it means in a user's time zone: their today and current ISO week.
@@ -46,7 +45,7 @@ public struct UserTimeZone: Sendable, Hashable {
     }
 
     /// A zone name read back from the database (validated when stored); UTC should it no longer resolve.
-    static func stored(_ name: String) -> UserTimeZone { UserTimeZone(named: name) ?? .utc }
+    public static func stored(_ name: String) -> UserTimeZone { UserTimeZone(named: name) ?? .utc }
 
     /// The calendar date at `instant` in this zone.
     public func localDate(at instant: Date) -> LocalDate {

@@ -55,6 +55,10 @@ public struct InternalCredential: Sendable {
         }
     }
 
+    /// The local stack's secret. Anything but a laptop sets `HABITFLOW_INTERNAL_SECRET`; the host logs a warning
+    /// when this one is in use.
+    public static let localDevelopmentSecret = "habitflow-local-development-secret"
+
     /// How far a credential's time may be from the verifier's clock, either way.
     public static let maximumClockSkew: TimeInterval = 300
 
