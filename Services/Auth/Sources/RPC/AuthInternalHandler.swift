@@ -1,9 +1,7 @@
 internal import Foundation
 internal import HabitFlowAuthProtos
-internal import HabitFlowPostgres
 internal import HabitFlowRPC
 internal import HabitFlowTokens
-internal import SwiftProtobuf
 
 /// `habitflow.auth.v1.AuthInternal`: for the gateway and other services, never routed from clients.
 struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
@@ -17,15 +15,7 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
     {
         let keys = try await core.keyRing.verificationKeys()
         var response = Habitflow_Auth_V1_GetVerificationKeysResponse()
-        response.keys = keys.map { key in
-            var published = Habitflow_Auth_V1_VerificationKey()
-            published.keyID = key.keyID
-            published.algorithm = "EdDSA"
-            published.publicKey = Data(key.publicKey.rawRepresentation)
-            published.activateTime = Google_Protobuf_Timestamp(date: key.activateAt)
-            if let notAfter = key.notAfter { published.notAfter = Google_Protobuf_Timestamp(date: notAfter) }
-            return published
-        }
+        response.keys = keys.map(Habitflow_Auth_V1_VerificationKey.init)
         let keySet = JSONWebKeySet(
             keys: keys.map { VerificationKey(keyID: $0.keyID, publicKey: $0.publicKey).jsonWebKey })
         response.jwksJson = String(decoding: keySet.json(), as: UTF8.self)
@@ -43,7 +33,7 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
         try rules.throwIfInvalid()
         var response = Habitflow_Auth_V1_CheckSessionResponse()
         guard let sessionID, let userID,
-            let session = try await SessionStore.session(id: sessionID, userID: userID, on: core.pool)
+            let session = try await core.store.session(id: sessionID, userID: userID)
         else {
             response.state = .notFound
             return response
@@ -73,7 +63,7 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
         let emails = request.emails.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         let usernames = request.usernames.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !emails.isEmpty || !usernames.isEmpty else { return response }
-        response.users = try await UserStore.users(emails: emails, usernames: usernames, on: core.pool)
+        response.users = try await core.store.users(emails: emails, usernames: usernames)
             .map(Habitflow_Auth_V1_User.init)
         return response
     }
@@ -92,7 +82,7 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
         try rules.throwIfInvalid()
         var response = Habitflow_Auth_V1_GetUsersResponse()
         guard !ids.isEmpty else { return response }
-        response.users = try await UserStore.users(ids: ids, on: core.pool).map(Habitflow_Auth_V1_User.init)
+        response.users = try await core.store.users(ids: ids).map(Habitflow_Auth_V1_User.init)
         return response
     }
 }

@@ -3,15 +3,14 @@ internal import HabitFlowAuthProtos
 internal import HabitFlowRPC
 internal import HabitFlowCrypto
 
+// How auth checks what clients send: every request field's rule (from `AccountRules`), the update mask of
+// UpdateProfile, social credentials and ListSessions' page tokens. Problems become `INVALID_ARGUMENT` with every
+// field violation of the request.
+
 /// The rules for the fields clients send, shared by every RPC that takes them. Each check appends a field violation
 /// instead of throwing, so one answer lists every problem of a request.
 struct FieldRules {
     private(set) var violations: [FieldViolation] = []
-
-    static let emailMaximumLength = 254
-    static let passwordByteRange = 8...72
-    static let displayNameMaximumLength = 100
-    static let deviceNameMaximumLength = 100
 
     mutating func fail(_ field: String, _ description: String) {
         violations.append(FieldViolation(field: field, description: description))
@@ -31,11 +30,11 @@ struct FieldRules {
             fail(field, "is required")
             return email
         }
-        guard email.utf8.count <= Self.emailMaximumLength else {
-            fail(field, "must be at most \(Self.emailMaximumLength) characters")
+        guard email.utf8.count <= AccountRules.emailMaximumLength else {
+            fail(field, "must be at most \(AccountRules.emailMaximumLength) characters")
             return email
         }
-        guard isValidEmail(email) else {
+        guard AccountRules.isValidEmail(email) else {
             fail(field, "must be an email address such as name@example.com")
             return email
         }
@@ -47,25 +46,18 @@ struct FieldRules {
         let username = raw.trimmingCharacters(in: .whitespaces)
         if username.isEmpty {
             fail(field, "is required")
-        } else if !Self.isValidUsername(username) {
+        } else if !AccountRules.isValidUsername(username) {
             fail(field, "must be 3 to 30 characters: letters, digits, '_' and '.'")
         }
         return username
     }
 
-    /// 8 to 72 bytes of UTF-8 (bcrypt reads no further), no NUL (crypt(3) would stop there), not the email.
+    /// A new password (``AccountRules/passwordProblem(_:email:)``).
     mutating func password(_ password: String, field: String, email: String?) {
-        let bytes = password.utf8.count
-        if bytes == 0 {
+        if password.utf8.isEmpty {
             fail(field, "is required")
-        } else if !Self.passwordByteRange.contains(bytes) {
-            fail(
-                field, "must be \(Self.passwordByteRange.lowerBound) to \(Self.passwordByteRange.upperBound) bytes long"
-            )
-        } else if password.utf8.contains(0) {
-            fail(field, "must not contain NUL characters")
-        } else if let email, !email.isEmpty, password.lowercased() == email.lowercased() {
-            fail(field, "must not be the email address")
+        } else if let problem = AccountRules.passwordProblem(password, email: email) {
+            fail(field, problem)
         }
     }
 
@@ -73,7 +65,7 @@ struct FieldRules {
     mutating func timeZone(_ raw: String, field: String) -> String {
         let zone = raw.trimmingCharacters(in: .whitespaces)
         if zone.isEmpty { return "UTC" }
-        if !Self.knownTimeZones.contains(zone) {
+        if !AccountRules.knownTimeZones.contains(zone) {
             fail(field, "must be an IANA time zone such as \"Europe/Berlin\" or \"UTC\"")
         }
         return zone
@@ -82,7 +74,7 @@ struct FieldRules {
     /// Up to 100 characters without control characters; trimmed.
     mutating func displayName(_ raw: String, field: String) -> String {
         let name = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-        text(name, field: field, maximumLength: Self.displayNameMaximumLength)
+        text(name, field: field, maximumLength: AccountRules.displayNameMaximumLength)
         return name
     }
 
@@ -94,7 +86,7 @@ struct FieldRules {
             if id == nil { fail("\(field).device_id", "must be a UUID") }
         }
         let name = device.deviceName.trimmingCharacters(in: .whitespacesAndNewlines)
-        text(name, field: "\(field).device_name", maximumLength: Self.deviceNameMaximumLength)
+        text(name, field: "\(field).device_name", maximumLength: AccountRules.deviceNameMaximumLength)
         return DeviceDetails(id: id, name: name)
     }
 
@@ -124,43 +116,84 @@ struct FieldRules {
         }
     }
 
-    // MARK: - Predicates
+    // MARK: - Whole inputs
 
-    static func isValidUsername(_ username: String) -> Bool {
-        (3...30).contains(username.utf8.count)
-            && username.utf8.allSatisfy { byte in
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
-                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
-                    || byte == UInt8(ascii: ".")
-            }
+    /// A social credential's provider and ID token, checked on their own (after the rest of the request).
+    static func socialCredential(_ credential: Habitflow_Auth_V1_SocialCredential, field: String) throws
+        -> SocialProviderName
+    {
+        var rules = FieldRules()
+        let name = SocialProviderName(credential.provider)
+        if name == nil { rules.fail("\(field).provider", "must be GOOGLE or APPLE") }
+        rules.required(credential.idToken, field: "\(field).id_token")
+        try rules.throwIfInvalid()
+        guard let name else { throw RPCError.invalidArgument(field: "\(field).provider", "must be GOOGLE or APPLE") }
+        return name
     }
 
-    private func isValidEmail(_ email: String) -> Bool {
-        // Printable ASCII only: keeps addresses safe to put in SMTP commands and headers (no CR/LF, no spaces).
-        guard email.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return false }
-        let parts = email.split(separator: "@", omittingEmptySubsequences: false)
-        guard parts.count == 2, let local = parts.first, let domain = parts.last else { return false }
-        guard (1...64).contains(local.utf8.count), !local.contains("<"), !local.contains(">") else { return false }
-        let labels = domain.split(separator: ".", omittingEmptySubsequences: false)
-        guard labels.count >= 2 else { return false }
-        return labels.allSatisfy { label in
-            !label.isEmpty && label.count <= 63 && label.first != "-" && label.last != "-"
-                && label.utf8.allSatisfy { byte in
-                    (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
-                        || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                        || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-")
-                }
-        }
+    /// The email a provider vouched for, trimmed, when it is a valid address; nil otherwise.
+    static func vouchedEmail(of identity: VerifiedIdentity) -> String? {
+        var rules = FieldRules()
+        let email = rules.email(identity.email ?? "", field: "credential.id_token.email")
+        guard identity.emailVerified, rules.violations.isEmpty else { return nil }
+        return email
     }
-
-    /// The IANA names the system's tz database knows. Foundation's list has neither "UTC" nor "Etc/UTC" (nor any
-    /// "Etc/GMT+N" offset zone, which we would refuse anyway).
-    static let knownTimeZones: Set<String> = Set(TimeZone.knownTimeZoneIdentifiers).union(["UTC", "Etc/UTC"])
 }
 
-/// The device a session is opened from, validated.
-struct DeviceDetails: Sendable {
-    var id: UUID?
-    var name: String
+/// Which profile fields an UpdateProfile changes: the mask's paths, or without a mask the fields that are set.
+struct ProfileMask {
+    var username = false
+    var displayName = false
+    var timeZone = false
+
+    init(_ request: Habitflow_Auth_V1_UpdateProfileRequest) throws {
+        guard request.hasUpdateMask else {
+            username = !request.user.username.isEmpty
+            displayName = !request.user.displayName.isEmpty
+            timeZone = !request.user.timeZone.isEmpty
+            guard username || displayName || timeZone else {
+                throw RPCError.invalidArgument(field: "update_mask", "name at least one field to update")
+            }
+            return
+        }
+        var violations: [FieldViolation] = []
+        for path in request.updateMask.paths {
+            switch path {
+            case "username": username = true
+            case "display_name": displayName = true
+            case "time_zone": timeZone = true
+            default:
+                violations.append(
+                    FieldViolation(
+                        field: "update_mask",
+                        description: "\"\(path)\" cannot be updated (username, display_name, time_zone can)"))
+            }
+        }
+        if request.updateMask.paths.isEmpty {
+            violations.append(FieldViolation(field: "update_mask", description: "name at least one field to update"))
+        }
+        if !violations.isEmpty { throw RPCError.invalidArgument(violations) }
+    }
+}
+
+/// Page tokens of ListSessions: the last session id of the page, base64url, opaque to clients.
+enum PageToken {
+    static let defaultPageSize = 50
+    static let maximumPageSize = 100
+
+    static func pageSize(_ requested: Int32) throws -> Int {
+        guard requested >= 0 else { throw RPCError.invalidArgument(field: "page_size", "must not be negative") }
+        return requested == 0 ? defaultPageSize : min(Int(requested), maximumPageSize)
+    }
+
+    static func encode(_ id: UUID) -> String {
+        Data(id.lowercasedString.utf8).base64EncodedString()
+    }
+
+    static func decode(_ token: String) throws -> UUID? {
+        guard !token.isEmpty else { return nil }
+        guard let data = Data(base64Encoded: token), let id = UUID(canonical: String(decoding: data, as: UTF8.self))
+        else { throw RPCError.invalidArgument(field: "page_token", "is not a token from a previous page") }
+        return id
+    }
 }

@@ -1,91 +1,42 @@
 internal import Foundation
+internal import HabitFlowEvents
 internal import HabitFlowPostgres
-internal import HabitFlowRPC
+internal import SwiftProtobuf
+internal import HabitFlowCrypto
 
-/// An account as stored.
-struct UserRecord: Sendable {
-    var id: UUID
-    var email: String
-    var emailVerified: Bool
-    var username: String
-    var displayName: String
-    var timeZone: String
-    /// nil for accounts created by social login that never set a password.
-    var passwordHash: String?
-    var createdAt: Date
-    var updatedAt: Date
-    /// Provider names ("google", "apple") of linked social identities; filled by reads of `user_accounts`.
-    var linkedProviders: [String] = []
+/// `users` and the `user_accounts` view: accounts, their profile, password, email and deletion.
+extension AuthStore {
+    // MARK: - Reads
 
-    init(
-        id: UUID, email: String, emailVerified: Bool, username: String, displayName: String, timeZone: String,
-        passwordHash: String?, createdAt: Date, updatedAt: Date
-    ) {
-        self.id = id
-        self.email = email
-        self.emailVerified = emailVerified
-        self.username = username
-        self.displayName = displayName
-        self.timeZone = timeZone
-        self.passwordHash = passwordHash
-        self.createdAt = createdAt
-        self.updatedAt = updatedAt
-    }
-
-    /// Decodes a row of `user_accounts` (or `users`, without linked providers).
-    init(row: PostgresRow) throws {
-        id = try row.decode("id")
-        email = try row.decode("email")
-        emailVerified = try row.decode("email_verified")
-        username = try row.decode("username")
-        displayName = try row.decode("display_name")
-        timeZone = try row.decode("time_zone")
-        passwordHash = try row.decode("password_hash")
-        createdAt = try row.decode("created_at")
-        updatedAt = try row.decode("updated_at")
-        if row.columns.contains(where: { $0.name == "linked_providers" }) {
-            linkedProviders = try row.decode("linked_providers")
-        }
-    }
-}
-
-/// Reads and writes of `users` and `social_identities`. Works on the pool or inside a transaction.
-enum UserStore {
-    static func user(id: UUID, on database: some PostgresQueryable) async throws -> UserRecord? {
-        try await database.queryRow("SELECT * FROM user_accounts WHERE id = \(id)").map(UserRecord.init(row:))
-    }
-
-    /// Locks the account row for the rest of the transaction (against concurrent password or email changes).
-    static func lockedUser(id: UUID, on transaction: PostgresTransaction) async throws -> UserRecord? {
-        guard try await transaction.queryRow("SELECT id FROM users WHERE id = \(id) FOR UPDATE") != nil else {
-            return nil
-        }
-        return try await user(id: id, on: transaction)
+    func user(id: UUID) async throws -> UserRecord? {
+        try await user(pool, id: id)
     }
 
     /// The account with this email, ignoring case.
-    static func user(email: String, on database: some PostgresQueryable) async throws -> UserRecord? {
-        try await database.queryRow("SELECT * FROM user_accounts WHERE lower(email) = lower(\(email))")
-            .map(UserRecord.init(row:))
+    func user(email: String) async throws -> UserRecord? {
+        try await user(pool, email: email)
     }
 
     /// The account with this username, ignoring case.
-    static func user(username: String, on database: some PostgresQueryable) async throws -> UserRecord? {
-        try await database.queryRow("SELECT * FROM user_accounts WHERE lower(username) = lower(\(username))")
+    func user(username: String) async throws -> UserRecord? {
+        try await pool.queryRow("SELECT * FROM user_accounts WHERE lower(username) = lower(\(username))")
             .map(UserRecord.init(row:))
     }
 
-    static func users(ids: [UUID], on database: some PostgresQueryable) async throws -> [UserRecord] {
-        try await database.query("SELECT * FROM user_accounts WHERE id = ANY(\(ids)) ORDER BY id").map(
+    /// The caller's account; ``AuthError/userNotFound(_:)`` when it was deleted while the access token still lives.
+    func requireUser(_ userID: UUID) async throws -> UserRecord {
+        try await requireUser(pool, id: userID)
+    }
+
+    func users(ids: [UUID]) async throws -> [UserRecord] {
+        try await pool.query("SELECT * FROM user_accounts WHERE id = ANY(\(ids)) ORDER BY id").map(
             UserRecord.init(row:))
     }
 
-    static func users(emails: [String], usernames: [String], on database: some PostgresQueryable) async throws
-        -> [UserRecord]
-    {
+    func users(emails: [String], usernames: [String]) async throws -> [UserRecord] {
         let emails = emails.map { $0.lowercased() }
         let usernames = usernames.map { $0.lowercased() }
-        return try await database.query(
+        return try await pool.query(
             """
             SELECT * FROM user_accounts \
             WHERE lower(email) = ANY(\(emails)) OR lower(username) = ANY(\(usernames)) ORDER BY id
@@ -93,9 +44,112 @@ enum UserStore {
         ).map(UserRecord.init(row:))
     }
 
+    /// Whether some account has this username, ignoring case.
+    func usernameTaken(_ username: String) async throws -> Bool {
+        try await pool.queryRow("SELECT 1 FROM users WHERE lower(username) = lower(\(username))") != nil
+    }
+
+    // MARK: - Writes
+
+    /// Creates the account, publishes UserCreated and opens its first session, in one transaction. Returns the
+    /// account as stored (timestamps at the database's precision, so it equals what GetProfile returns later).
+    func register(
+        _ user: UserRecord, device: DeviceDetails, clientAddress: String, sessionLifetime: Duration, now: Date
+    ) async throws -> (user: UserRecord, session: OpenedSession) {
+        try await pool.transaction { transaction in
+            try await insertUser(transaction, user)
+            try await appendUserEvent(transaction, userCreatedEvent(user), userID: user.id)
+            let session = try await openSession(
+                transaction, userID: user.id, device: device, clientAddress: clientAddress, lifetime: sessionLifetime,
+                now: now)
+            return (try await requireUser(transaction, id: user.id), session)
+        }
+    }
+
+    /// Applies `change` under the account's lock and publishes UserUpdated when something changed. Returns the
+    /// account as stored.
+    func updateProfile(userID: UUID, change: ProfileChange, now: Date) async throws -> UserRecord {
+        try await pool.transaction { transaction in
+            guard let current = try await lockedUser(transaction, id: userID) else {
+                throw AuthError.userNotFound(userID)
+            }
+            var next = change.applied(to: current)
+            guard
+                next.username != current.username || next.displayName != current.displayName
+                    || next.timeZone != current.timeZone
+            else { return current }
+            next.updatedAt = now
+            do {
+                try await transaction.execute(
+                    """
+                    UPDATE users SET username = \(next.username), display_name = \(next.displayName), \
+                    time_zone = \(next.timeZone), updated_at = \(next.updatedAt) WHERE id = \(userID)
+                    """)
+            } catch let error as PostgresError where error.kind == .uniqueViolation {
+                throw takenError(error)
+            }
+            var event = Habitflow_Events_V1_UserUpdated()
+            event.userID = userID.lowercasedString
+            event.username = next.username
+            event.displayName = next.displayName
+            event.timeZone = next.timeZone
+            event.updatedAt = Google_Protobuf_Timestamp(date: next.updatedAt)
+            try await appendUserEvent(transaction, event, userID: userID)
+            return try await requireUser(transaction, id: userID)
+        }
+    }
+
+    /// Sets the new password hash and signs out every session but `keeping`: whoever knew the old password is
+    /// signed out everywhere but there.
+    func changePassword(userID: UUID, hash: String, keeping sessionID: UUID, now: Date) async throws {
+        try await pool.transaction { transaction in
+            try await setPassword(transaction, id: userID, hash: hash, updatedAt: now)
+            try await revokeSessions(
+                transaction, userID: userID, keeping: sessionID, reason: .passwordChanged, now: now)
+        }
+    }
+
+    /// Deletes the account (sessions, tokens, social identities and pending mail go with it, by foreign keys) and
+    /// publishes UserDeleted.
+    func deleteAccount(userID: UUID, now: Date) async throws {
+        try await pool.transaction { transaction in
+            guard try await transaction.execute("DELETE FROM users WHERE id = \(userID)") == 1 else {
+                throw AuthError.userNotFound(userID)
+            }
+            var event = Habitflow_Events_V1_UserDeleted()
+            event.userID = userID.lowercasedString
+            event.deletedAt = Google_Protobuf_Timestamp(date: now)
+            try await appendUserEvent(transaction, event, userID: userID)
+        }
+    }
+
+    // MARK: - Statements of the transactions above
+
+    func user(_ database: some PostgresQueryable, id: UUID) async throws -> UserRecord? {
+        try await database.queryRow("SELECT * FROM user_accounts WHERE id = \(id)").map(UserRecord.init(row:))
+    }
+
+    func user(_ database: some PostgresQueryable, email: String) async throws -> UserRecord? {
+        try await database.queryRow("SELECT * FROM user_accounts WHERE lower(email) = lower(\(email))")
+            .map(UserRecord.init(row:))
+    }
+
+    func requireUser(_ database: some PostgresQueryable, id: UUID) async throws -> UserRecord {
+        guard let user = try await user(database, id: id) else { throw AuthError.userNotFound(id) }
+        return user
+    }
+
+    /// Locks the account row for the rest of the transaction (against concurrent password or email changes).
+    func lockedUser(_ transaction: PostgresTransaction, id: UUID) async throws -> UserRecord? {
+        guard try await transaction.queryRow("SELECT id FROM users WHERE id = \(id) FOR UPDATE") != nil else {
+            return nil
+        }
+        return try await user(transaction, id: id)
+    }
+
     /// Inserts an account. A taken email or username (also one taken by a concurrent registration, through the
-    /// unique indexes) is `ALREADY_EXISTS`.
-    static func insert(_ user: UserRecord, on transaction: PostgresTransaction) async throws {
+    /// unique indexes) is ``AuthError/emailInUse`` or ``AuthError/usernameInUse``.
+    func insertUser(_ transaction: PostgresTransaction, _ user: UserRecord) async throws {
         do {
             try await transaction.execute(
                 """
@@ -109,24 +163,8 @@ enum UserStore {
         }
     }
 
-    /// Sets the profile fields; a username taken meanwhile is `ALREADY_EXISTS`.
-    static func updateProfile(
-        id: UUID, username: String, displayName: String, timeZone: String, updatedAt: Date,
-        on transaction: PostgresTransaction
-    ) async throws {
-        do {
-            try await transaction.execute(
-                """
-                UPDATE users SET username = \(username), display_name = \(displayName), time_zone = \(timeZone), \
-                updated_at = \(updatedAt) WHERE id = \(id)
-                """)
-        } catch let error as PostgresError where error.kind == .uniqueViolation {
-            throw takenError(error)
-        }
-    }
-
-    static func setPassword(
-        id: UUID, hash: String?, verifiedEmail: Bool? = nil, updatedAt: Date, on transaction: PostgresTransaction
+    func setPassword(
+        _ transaction: PostgresTransaction, id: UUID, hash: String?, verifiedEmail: Bool? = nil, updatedAt: Date
     ) async throws {
         try await transaction.execute(
             """
@@ -136,8 +174,8 @@ enum UserStore {
             """)
     }
 
-    /// Changes the email (now verified: the token proving it was mailed there). Taken meanwhile: `ALREADY_EXISTS`.
-    static func setEmail(id: UUID, email: String, updatedAt: Date, on transaction: PostgresTransaction) async throws {
+    /// Changes the email (now verified: the token proving it was mailed there). Taken meanwhile: `emailInUse`.
+    func setEmail(_ transaction: PostgresTransaction, id: UUID, email: String, updatedAt: Date) async throws {
         do {
             try await transaction.execute(
                 """
@@ -148,57 +186,8 @@ enum UserStore {
         }
     }
 
-    static func markEmailVerified(id: UUID, updatedAt: Date, on transaction: PostgresTransaction) async throws {
-        try await transaction.execute(
-            "UPDATE users SET email_verified = true, updated_at = \(updatedAt) WHERE id = \(id)")
-    }
-
-    /// Deletes the account; sessions, tokens, social identities and pending mail go with it (foreign keys).
-    static func delete(id: UUID, on transaction: PostgresTransaction) async throws -> Bool {
-        try await transaction.execute("DELETE FROM users WHERE id = \(id)") == 1
-    }
-
-    /// Whether some account has this username, ignoring case.
-    static func usernameTaken(_ username: String, on database: some PostgresQueryable) async throws -> Bool {
-        try await database.queryRow("SELECT 1 FROM users WHERE lower(username) = lower(\(username))") != nil
-    }
-
-    // MARK: - Social identities
-
-    static func userID(provider: String, subject: String, on database: some PostgresQueryable) async throws -> UUID? {
-        try await database.queryRow(
-            "SELECT user_id FROM social_identities WHERE provider = \(provider) AND subject = \(subject)"
-        )?.decode(0, as: UUID.self)
-    }
-
-    static func linkIdentity(
-        provider: String, subject: String, userID: UUID, email: String?, at now: Date,
-        on transaction: PostgresTransaction
-    ) async throws {
-        try await transaction.execute(
-            """
-            INSERT INTO social_identities (provider, subject, user_id, email, created_at) \
-            VALUES (\(provider), \(subject), \(userID), \(email as String?), \(now))
-            """)
-    }
-
-    /// Whether `userID` has linked `provider` under `subject`.
-    static func hasIdentity(userID: UUID, provider: String, subject: String, on database: some PostgresQueryable)
-        async throws -> Bool
-    {
-        try await database.queryRow(
-            """
-            SELECT 1 FROM social_identities \
-            WHERE user_id = \(userID) AND provider = \(provider) AND subject = \(subject)
-            """) != nil
-    }
-
-    static let emailInUse = RPCError.alreadyExists(
-        resourceType: "user", name: "email", "an account with this email already exists")
-    static let usernameInUse = RPCError.alreadyExists(resourceType: "user", name: "username", "the username is taken")
-
-    /// The unique index a violation hit, as the error the client sees.
-    private static func takenError(_ error: PostgresError) -> RPCError {
-        error.constraint == "users_username_key" ? usernameInUse : emailInUse
+    /// The unique index a violation hit, as the domain error.
+    private func takenError(_ error: PostgresError) -> AuthError {
+        error.constraint == "users_username_key" ? .usernameInUse : .emailInUse
     }
 }

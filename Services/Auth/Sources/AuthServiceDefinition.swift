@@ -1,0 +1,43 @@
+internal import HabitFlowAuthProtos
+public import HabitFlowServiceKit
+
+/// The auth service: accounts, passwords, sessions and tokens, reset, email change, social login, account deletion
+/// (DESIGN.md section 3, Auth). `AuthServiceDefinition.make()` is what `habitflow-auth` runs; tests pass their own
+/// settings (clock, bcrypt cost, SMTP server, providers).
+public enum AuthServiceDefinition {
+    /// The events auth publishes and the deployed services that consume them; goals and social join when they land.
+    /// Only services that run: an event is relayed until every subscriber has it, in order per account, so a
+    /// subscriber that is not there would hold back every later event of each account (a deleted account's habits
+    /// would never be removed).
+    public static let eventRoutes: [String: [String]] = [
+        "habitflow.events.v1.UserCreated": ["habits"],
+        "habitflow.events.v1.UserUpdated": ["habits"],
+        "habitflow.events.v1.UserDeleted": ["habits"],
+    ]
+
+    /// - Parameter given: the settings; nil: read from the environment (``AuthSettings/fromEnvironment(_:internalSecret:)``).
+    public static func make(settings given: AuthSettings? = nil) -> ServiceDefinition {
+        ServiceDefinition(
+            name: "auth", descriptorSets: [AuthProtosDescriptorSet.base64], eventRoutes: eventRoutes
+        ) { runtime in
+            let settings = try given ?? AuthSettings.fromEnvironment(runtime: runtime)
+            let store = AuthStore(pool: runtime.pool)
+            let hasher = PasswordHasher(cost: settings.bcryptCost, threadCount: settings.passwordHashingThreads)
+            let logger = runtime.logger
+            let transport: any MailTransport =
+                settings.smtp.map { SMTPMailTransport(configuration: $0) } ?? LoggingMailTransport(logger: logger)
+            let mail = MailDispatcher(
+                store: store, transport: transport, sender: settings.mailSender, clock: settings.clock,
+                logger: logger, pollInterval: settings.mailPollInterval)
+            let core = AuthCore(
+                store: store, settings: settings, hasher: hasher,
+                keyRing: SigningKeyRing(store: store, settings: settings, logger: logger), mail: mail,
+                social: SocialLogin(settings: settings), logger: logger)
+            let maintenance = Maintenance(store: store, settings: settings, logger: logger)
+            runtime.runInBackground { await mail.run() }
+            runtime.runInBackground { await maintenance.run() }
+            runtime.onShutdown { await hasher.shutdown() }
+            return [AuthServiceHandler(core: core), AuthInternalHandler(core: core)].map(AuthErrorMapping.init)
+        }
+    }
+}
