@@ -126,8 +126,7 @@ struct FieldRules {
         let name = SocialProviderName(credential.provider)
         if name == nil { rules.fail("\(field).provider", "must be GOOGLE or APPLE") }
         rules.required(credential.idToken, field: "\(field).id_token")
-        try rules.throwIfInvalid()
-        guard let name else { throw RPCError.invalidArgument(field: "\(field).provider", "must be GOOGLE or APPLE") }
+        guard let name, rules.violations.isEmpty else { throw RPCError.invalidArgument(rules.violations) }
         return name
     }
 
