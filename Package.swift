@@ -316,6 +316,7 @@ let package = Package(
         .target(
             name: "HabitFlowAuth",
             dependencies: [
+                "HabitFlowServiceAPI",
                 "HabitFlowInternalCredential",
                 "HabitFlowBase64",
                 "HabitFlowAuthProtos",
@@ -628,6 +629,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "ServiceAPITests",
+            dependencies: ["HabitFlowBase64", "HabitFlowCalendar", "HabitFlowRPC", "HabitFlowServiceAPI"],
+            path: "Tests/ServiceAPITests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "CryptoTests",
             dependencies: ["HabitFlowCrypto", "HabitFlowTestSupport"],
             path: "Tests/CryptoTests",
@@ -700,6 +707,7 @@ let package = Package(
         .testTarget(
             name: "AuthTests",
             dependencies: [
+                "HabitFlowServiceAPI",
                 "HabitFlowInternalCredential",
                 "HabitFlowBase64",
                 "HabitFlowAuth",

@@ -151,7 +151,7 @@ func runBenchmark(_ options: Options) async throws {
     configuration.logLevel = .error
     configuration.databasePoolSize = 16
     let host = try await ServiceHost.start(
-        AuthService.definition(settings: settings), configuration: configuration, logger: logger)
+        AuthServiceDefinition.make(settings: settings), configuration: configuration, logger: logger)
 
     func makeChannel() throws -> RPCChannel {
         try RPCChannel(

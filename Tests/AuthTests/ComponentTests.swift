@@ -1,6 +1,7 @@
 import Foundation
 import HabitFlowCrypto
 import HabitFlowPostgres
+import HabitFlowServiceAPI
 import HabitFlowTestSupport
 import Logging
 import Synchronization
@@ -124,12 +125,10 @@ extension AuthServiceTests {
                 failing: recipient,
                 next: SMTPMailTransport(configuration: SMTPConfiguration(host: "127.0.0.1", port: server.port)))
             let dispatcher = MailDispatcher(
-                pool: pool, transport: transport, sender: "no-reply@habitflow.test", clock: clock, logger: testLogger,
+                store: AuthStore(pool: pool), transport: transport, sender: "no-reply@habitflow.test", clock: clock, logger: testLogger,
                 pollInterval: .seconds(60))
-            try await pool.transaction { transaction in
-                try await MailOutboxStore.enqueue(
-                    to: recipient, subject: "Retry me", body: "body", userID: nil, now: clock.now(), on: transaction)
-            }
+            try await AuthStore(pool: pool).enqueueMail(
+                AccountMail(recipient: recipient, subject: "Retry me", body: "body"), userID: nil, now: clock.now())
             await dispatcher.sendDue()
             let failed = try #require(
                 try await pool.queryRow(
@@ -260,18 +259,18 @@ struct AuthUnitTests {
 
     @Test("field rules: IANA zones only, usernames, peers")
     func fieldRules() {
-        var rules = FieldRules()
+        var rules = RequestValidator()
         #expect(rules.timeZone("", field: "z") == "UTC")
         _ = rules.timeZone("Europe/Berlin", field: "z")
         _ = rules.timeZone("Etc/UTC", field: "z")
         #expect(rules.violations.isEmpty)
         for offset in ["GMT+2", "+02:00", "UTC+1", "Mars/Olympus"] { _ = rules.timeZone(offset, field: offset) }
         #expect(rules.violations.count == 4)
-        #expect(FieldRules.isValidUsername("ana.maria_99"))
-        #expect(!FieldRules.isValidUsername("ana maria"))
-        #expect(!FieldRules.isValidUsername("ab"))
-        #expect(SocialLogin.usernameBase(fromEmail: "Ana.María+tag@example.com") == "ana.maratag")
-        #expect(SocialLogin.usernameBase(fromEmail: "a@example.com") == "user")
+        #expect(AccountRules.isValidUsername("ana.maria_99"))
+        #expect(!AccountRules.isValidUsername("ana maria"))
+        #expect(!AccountRules.isValidUsername("ab"))
+        #expect(AccountRules.usernameBase(fromEmail: "Ana.María+tag@example.com") == "ana.maratag")
+        #expect(AccountRules.usernameBase(fromEmail: "a@example.com") == "user")
         #expect(AuthCore.host(ofPeer: "ipv4:127.0.0.1:5000") == "127.0.0.1")
         #expect(AuthCore.host(ofPeer: "ipv6:[::1]:5000") == "::1")
     }
@@ -289,7 +288,6 @@ extension AuthServiceTests {
                 service: "auth", pool: pool, directory: TestEnvironment.sqlRoot + "/auth", logger: testLogger)
             var settings = AuthSettings(keyEncryptionKey: testKeyEncryptionKey)
             settings.maintenanceInterval = .seconds(3600)
-            let keyRing = SigningKeyRing(pool: pool, settings: settings, logger: testLogger)
             let now = Date()
             let old = now.addingTimeInterval(-40 * 24 * 3600)
             let userID = UUID()
@@ -323,7 +321,7 @@ extension AuthServiceTests {
                     VALUES ('login_address', \(Data(SecureRandom.bytes(32))), 3, \(old))
                     """)
             }
-            try await Maintenance(pool: pool, keyRing: keyRing, settings: settings, logger: testLogger)
+            try await Maintenance(store: AuthStore(pool: pool), settings: settings, logger: testLogger)
                 .removeStaleRows()
             let sessions = try await pool.query("SELECT id FROM sessions WHERE user_id = \(userID)").map {
                 try $0.decode(0, as: UUID.self)

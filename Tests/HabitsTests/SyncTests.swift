@@ -110,6 +110,13 @@ struct SyncTests {
                     $0.pageToken = page.nextPageToken
                 }, options: user.options)
         }
+        // A token edited by hand (the position inside changed) is refused, not followed.
+        var edited = Array(page.nextPageToken.utf8)
+        edited[edited.count / 2] = edited[edited.count / 2] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        await expectError(.invalidArgument, field: "page_token") {
+            _ = try await user.api.listHabits(
+                .with { $0.pageToken = String(decoding: edited, as: UTF8.self) }, options: user.options)
+        }
 
         for day in Int32(1)...14 { try await user.markDone(created[0], on: date(2026, 1, day)) }
         try await user.markDone(created[1], on: date(2026, 1, 5))

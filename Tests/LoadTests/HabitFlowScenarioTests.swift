@@ -45,7 +45,7 @@ struct ServiceStack {
         authConfiguration.serviceAddresses["habits"] = [.init(host: "127.0.0.1", port: habits.port)]
         do {
             let auth = try await ServiceHost.start(
-                AuthService.definition(settings: settings), configuration: authConfiguration, logger: quietLogger)
+                AuthServiceDefinition.make(settings: settings), configuration: authConfiguration, logger: quietLogger)
             guard withGateway else { return ServiceStack(auth: auth, habits: habits, gateway: nil) }
             var gatewayService = ServiceConfiguration(
                 service: "gateway", port: 0, databaseURL: nil, sqlDirectory: TestEnvironment.sqlRoot,

@@ -56,7 +56,7 @@ public struct TestStack: Sendable {
         var authConfiguration = try serviceConfiguration("auth")
         authConfiguration.serviceAddresses = ["habits": habitsTargets, "goals": nowhere, "social": nowhere]
         let auth = try await ServiceHost.start(
-            AuthService.definition(settings: settings).withoutOutboxRelay, configuration: authConfiguration,
+            AuthServiceDefinition.make(settings: settings).withoutOutboxRelay, configuration: authConfiguration,
             logger: logger)
 
         var gatewayConfiguration = GatewayConfiguration(

@@ -1,4 +1,4 @@
 import HabitFlowAuth
 import HabitFlowServiceKit
 
-await ServiceMain.run(AuthService.definition())
+await ServiceMain.run(AuthServiceDefinition.make())

@@ -1,5 +1,7 @@
 public import Foundation
 internal import HabitFlowCrypto
+internal import HabitFlowServiceKit
+internal import Logging
 
 /// Everything the auth service can be configured with beyond the common service configuration, with the
 /// production defaults. ``fromEnvironment(_:internalSecret:)`` reads it for the executable (the variables are listed
@@ -184,5 +186,15 @@ extension AuthSettings {
         }
         return SocialProviderSettings(
             issuers: issuers.isEmpty ? defaultIssuers : issuers, clientIDs: clientIDs, keys: keys)
+    }
+}
+
+extension AuthSettings {
+    /// The settings of a service host: from its environment, with the internal secret of its configuration; each
+    /// warning is logged.
+    static func fromEnvironment(runtime: ServiceRuntime) throws -> AuthSettings {
+        let (settings, warnings) = try fromEnvironment(internalSecret: runtime.configuration.internalSecret)
+        for warning in warnings { runtime.logger.warning("\(warning)") }
+        return settings
     }
 }

@@ -136,14 +136,14 @@ struct AuthTestEnvironment {
             service: "auth", port: 0, databaseURL: try await AuthTestDatabase.shared.url(),
             sqlDirectory: TestEnvironment.sqlRoot, internalSecret: testInternalSecret)
         configuration.logLevel = .warning
-        // Every service auth routes events to (`AuthService.eventRoutes`) is the recorder.
-        for subscriber in Set(AuthService.eventRoutes.values.joined()) {
+        // Every service auth routes events to (`AuthServiceDefinition.eventRoutes`) is the recorder.
+        for subscriber in Set(AuthServiceDefinition.eventRoutes.values.joined()) {
             configuration.serviceAddresses[subscriber] = [.init(host: "127.0.0.1", port: events.port)]
         }
         let host: ServiceHost
         do {
             host = try await ServiceHost.start(
-                AuthService.definition(settings: settings), configuration: configuration, logger: testLogger)
+                AuthServiceDefinition.make(settings: settings), configuration: configuration, logger: testLogger)
         } catch {
             await events.stop()
             await smtp.stop()

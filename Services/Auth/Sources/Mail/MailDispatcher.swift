@@ -1,5 +1,4 @@
 internal import Foundation
-internal import HabitFlowPostgres
 public import Logging
 
 /// The local stack's "mail server": writes each mail to the log, so a developer can copy a reset or confirmation
@@ -26,7 +25,7 @@ public struct LoggingMailTransport: MailTransport {
 final class MailDispatcher: Sendable {
     static let maximumAttempts = 8
 
-    private let pool: PostgresPool
+    private let store: AuthStore
     private let transport: any MailTransport
     private let sender: String
     private let clock: any AuthClock
@@ -36,10 +35,10 @@ final class MailDispatcher: Sendable {
     private let wakeupContinuation: AsyncStream<Void>.Continuation
 
     init(
-        pool: PostgresPool, transport: any MailTransport, sender: String, clock: any AuthClock, logger: Logger,
+        store: AuthStore, transport: any MailTransport, sender: String, clock: any AuthClock, logger: Logger,
         pollInterval: Duration
     ) {
-        self.pool = pool
+        self.store = store
         self.transport = transport
         self.sender = sender
         self.clock = clock
@@ -79,8 +78,7 @@ final class MailDispatcher: Sendable {
     func sendDue() async {
         do {
             while !Task.isCancelled {
-                let batch = try await MailOutboxStore.claimDue(
-                    now: clock.now(), lease: .seconds(120), limit: 20, on: pool)
+                let batch = try await store.claimDueMail(now: clock.now(), lease: .seconds(120), limit: 20)
                 if batch.isEmpty { return }
                 for mail in batch { try await deliver(mail) }
             }
@@ -95,7 +93,7 @@ final class MailDispatcher: Sendable {
         do {
             try await transport.send(
                 MailMessage(from: sender, to: mail.recipient, subject: mail.subject, body: mail.body))
-            try await MailOutboxStore.delete(id: mail.id, on: pool)
+            try await store.deleteMail(id: mail.id)
         } catch let error as CancellationError {
             throw error
         } catch {
@@ -104,7 +102,7 @@ final class MailDispatcher: Sendable {
                 logger.error(
                     "giving up on a mail",
                     metadata: ["mail_id": "\(mail.id)", "attempts": "\(attempts)", "error": "\(error)"])
-                try await MailOutboxStore.delete(id: mail.id, on: pool)
+                try await store.deleteMail(id: mail.id)
                 return
             }
             let delay = min(30.0 * pow(2.0, Double(attempts - 1)), 3600)
@@ -114,8 +112,8 @@ final class MailDispatcher: Sendable {
                     "mail_id": "\(mail.id)", "attempts": "\(attempts)", "retry_in_s": "\(Int(delay))",
                     "error": "\(error)",
                 ])
-            try await MailOutboxStore.recordFailure(
-                id: mail.id, error: "\(error)", retryAt: clock.now().addingTimeInterval(delay), on: pool)
+            try await store.recordMailFailure(
+                id: mail.id, error: "\(error)", retryAt: clock.now().addingTimeInterval(delay))
         }
     }
 }

@@ -1,9 +1,8 @@
 internal import Foundation
 internal import HabitFlowAuthProtos
-internal import HabitFlowPostgres
 internal import HabitFlowRPC
+internal import HabitFlowServiceAPI
 internal import HabitFlowTokens
-internal import SwiftProtobuf
 
 /// `habitflow.auth.v1.AuthInternal`: for the gateway and other services, never routed from clients.
 struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
@@ -17,15 +16,7 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
     {
         let keys = try await core.keyRing.verificationKeys()
         var response = Habitflow_Auth_V1_GetVerificationKeysResponse()
-        response.keys = keys.map { key in
-            var published = Habitflow_Auth_V1_VerificationKey()
-            published.keyID = key.keyID
-            published.algorithm = "EdDSA"
-            published.publicKey = Data(key.publicKey.rawRepresentation)
-            published.activateTime = Google_Protobuf_Timestamp(date: key.activateAt)
-            if let notAfter = key.notAfter { published.notAfter = Google_Protobuf_Timestamp(date: notAfter) }
-            return published
-        }
+        response.keys = keys.map(Habitflow_Auth_V1_VerificationKey.init)
         let keySet = JSONWebKeySet(
             keys: keys.map { VerificationKey(keyID: $0.keyID, publicKey: $0.publicKey).jsonWebKey })
         response.jwksJson = String(decoding: keySet.json(), as: UTF8.self)
@@ -37,13 +28,13 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
     func checkSession(request: Habitflow_Auth_V1_CheckSessionRequest, context: ServerContext) async throws
         -> Habitflow_Auth_V1_CheckSessionResponse
     {
-        var rules = FieldRules()
+        var rules = RequestValidator()
         let sessionID = rules.uuid(request.sessionID, field: "session_id")
         let userID = rules.uuid(request.userID, field: "user_id")
-        try rules.throwIfInvalid()
+        try rules.check()
         var response = Habitflow_Auth_V1_CheckSessionResponse()
         guard let sessionID, let userID,
-            let session = try await SessionStore.session(id: sessionID, userID: userID, on: core.pool)
+            let session = try await core.store.session(id: sessionID, userID: userID)
         else {
             response.state = .notFound
             return response
@@ -61,19 +52,19 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
     func lookupUsers(request: Habitflow_Auth_V1_LookupUsersRequest, context: ServerContext) async throws
         -> Habitflow_Auth_V1_LookupUsersResponse
     {
-        var rules = FieldRules()
+        var rules = RequestValidator()
         if request.emails.count > Self.maximumLookups {
-            rules.fail("emails", "at most \(Self.maximumLookups) per call")
+            rules.reject("emails", "at most \(Self.maximumLookups) per call")
         }
         if request.usernames.count > Self.maximumLookups {
-            rules.fail("usernames", "at most \(Self.maximumLookups) per call")
+            rules.reject("usernames", "at most \(Self.maximumLookups) per call")
         }
-        try rules.throwIfInvalid()
+        try rules.check()
         var response = Habitflow_Auth_V1_LookupUsersResponse()
         let emails = request.emails.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         let usernames = request.usernames.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !emails.isEmpty || !usernames.isEmpty else { return response }
-        response.users = try await UserStore.users(emails: emails, usernames: usernames, on: core.pool)
+        response.users = try await core.store.users(emails: emails, usernames: usernames)
             .map(Habitflow_Auth_V1_User.init)
         return response
     }
@@ -81,18 +72,18 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
     func getUsers(request: Habitflow_Auth_V1_GetUsersRequest, context: ServerContext) async throws
         -> Habitflow_Auth_V1_GetUsersResponse
     {
-        var rules = FieldRules()
+        var rules = RequestValidator()
         if request.userIds.count > Self.maximumUserIDs {
-            rules.fail("user_ids", "at most \(Self.maximumUserIDs) per call")
+            rules.reject("user_ids", "at most \(Self.maximumUserIDs) per call")
         }
         var ids: [UUID] = []
         for (index, text) in request.userIds.enumerated() {
             if let id = rules.uuid(text, field: "user_ids[\(index)]") { ids.append(id) }
         }
-        try rules.throwIfInvalid()
+        try rules.check()
         var response = Habitflow_Auth_V1_GetUsersResponse()
         guard !ids.isEmpty else { return response }
-        response.users = try await UserStore.users(ids: ids, on: core.pool).map(Habitflow_Auth_V1_User.init)
+        response.users = try await core.store.users(ids: ids).map(Habitflow_Auth_V1_User.init)
         return response
     }
 }

@@ -1,12 +1,10 @@
 internal import HabitFlowAuthProtos
-internal import HabitFlowRPC
 public import HabitFlowServiceKit
-internal import Logging
 
 /// The auth service: accounts, passwords, sessions and tokens, reset, email change, social login, account deletion
-/// (DESIGN.md section 3, Auth). `AuthService.definition()` is what `habitflow-auth` runs; tests pass their own
+/// (DESIGN.md section 3, Auth). `AuthServiceDefinition.make()` is what `habitflow-auth` runs; tests pass their own
 /// settings (clock, bcrypt cost, SMTP server, providers).
-public enum AuthService {
+public enum AuthServiceDefinition {
     /// The events auth publishes and the deployed services that consume them; goals and social join when they land.
     /// Only services that run: an event is relayed until every subscriber has it, in order per account, so a
     /// subscriber that is not there would hold back every later event of each account (a deleted account's habits
@@ -17,42 +15,25 @@ public enum AuthService {
         "habitflow.events.v1.UserDeleted": ["habits"],
     ]
 
-    /// The service with settings read from the environment (``AuthSettings/fromEnvironment(_:internalSecret:)``).
-    public static func definition() -> ServiceDefinition {
-        definition { runtime in
-            let (settings, warnings) = try AuthSettings.fromEnvironment(
-                internalSecret: runtime.configuration.internalSecret)
-            for warning in warnings { runtime.logger.warning("\(warning)") }
-            return settings
-        }
-    }
-
-    /// The service with the given settings.
-    public static func definition(settings: AuthSettings) -> ServiceDefinition {
-        definition { _ in settings }
-    }
-
-    private static func definition(
-        settings makeSettings: @escaping @Sendable (ServiceRuntime) throws -> AuthSettings
-    ) -> ServiceDefinition {
+    /// - Parameter given: the settings; nil: read from the environment (``AuthSettings/fromEnvironment(_:internalSecret:)``).
+    public static func make(settings given: AuthSettings? = nil) -> ServiceDefinition {
         ServiceDefinition(
             name: "auth", descriptorSets: [AuthProtosDescriptorSet.base64], eventRoutes: eventRoutes
         ) { runtime in
-            let settings = try makeSettings(runtime)
-            let pool = runtime.pool
-            let logger = runtime.logger
+            let settings = try given ?? AuthSettings.fromEnvironment(runtime: runtime)
+            let store = AuthStore(pool: runtime.pool)
             let hasher = PasswordHasher(cost: settings.bcryptCost, threadCount: settings.passwordHashingThreads)
+            let logger = runtime.logger
             let transport: any MailTransport =
                 settings.smtp.map { SMTPMailTransport(configuration: $0) } ?? LoggingMailTransport(logger: logger)
             let mail = MailDispatcher(
-                pool: pool, transport: transport, sender: settings.mailSender, clock: settings.clock, logger: logger,
-                pollInterval: settings.mailPollInterval)
-            let keyRing = SigningKeyRing(pool: pool, settings: settings, logger: logger)
+                store: store, transport: transport, sender: settings.mailSender, clock: settings.clock,
+                logger: logger, pollInterval: settings.mailPollInterval)
             let core = AuthCore(
-                pool: pool, settings: settings, hasher: hasher, keyRing: keyRing,
-                throttle: Throttle(pool: pool, clock: settings.clock), mail: mail,
+                store: store, settings: settings, hasher: hasher,
+                keyRing: SigningKeyRing(store: store, settings: settings, logger: logger), mail: mail,
                 social: SocialLogin(settings: settings), logger: logger)
-            let maintenance = Maintenance(pool: pool, keyRing: keyRing, settings: settings, logger: logger)
+            let maintenance = Maintenance(store: store, settings: settings, logger: logger)
             runtime.runInBackground { await mail.run() }
             runtime.runInBackground { await maintenance.run() }
             runtime.onShutdown { await hasher.shutdown() }
