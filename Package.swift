@@ -698,6 +698,7 @@ let package = Package(
                 "HabitFlowRPC",
                 "HabitFlowRPCClient",
                 "HabitFlowServiceKit",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],

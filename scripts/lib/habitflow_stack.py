@@ -170,10 +170,11 @@ class Stack:
         return " (log: %s)" % self.logs[name].name if name in self.logs else ""
 
     def stop(self, name, timeout=20.0):
-        """SIGTERM (graceful: in-flight calls finish), then SIGKILL if it does not exit in time."""
+        """SIGTERM (graceful: in-flight calls finish), then SIGKILL if it does not exit in time. Returns the exit
+        status (negative: the signal that ended it), or None when it was not running."""
         process = self.processes.pop(name, None)
         if process is None:
-            return
+            return None
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
@@ -184,6 +185,7 @@ class Stack:
         log = self.logs.pop(name, None)
         if log:
             log.close()
+        return process.returncode
 
     def stop_all(self):
         """Stops everything, the gateway first (clients stop arriving before the services go)."""
