@@ -310,5 +310,36 @@ extension PostgresIntegrationTests {
                 _ = await running.result
             }
         }
+
+        @Test("fan-out: an event routed to no one leaves the outbox; a row a crash left after its deliveries is swept")
+        func fanOutRoutesAndSweeps() async throws {
+            try await withPool(try TestEnvironment.serviceURL("social")) { pool in
+                try await prepareSocialSchema(pool)
+                let relay = OutboxRelay(
+                    pool: pool, configuration: .init(schema: "social"),
+                    routes: ["habitflow.test.v1.Thing": ["sub"], "habitflow.test.v1.Unwanted": []],
+                    subscribers: ["sub": InProcessSubscriber(pool: pool, name: "sub")], logger: testLogger)
+                _ = try await appendEvents(pool, aggregate: "a", count: 2)
+                try await pool.transaction { tx in
+                    try await tx.appendToOutbox(
+                        OutboxEvent(type: "habitflow.test.v1.Unwanted", aggregateType: "user", aggregateID: "a", payload: Data()))
+                    try await tx.appendToOutbox(
+                        OutboxEvent(type: "habitflow.test.v1.Unknown", aggregateType: "user", aggregateID: "a", payload: Data()))
+                }
+                try await relay.fanOutPendingEvents()
+                let fannedOut = try await pool.query(
+                    "SELECT o.event_type, d.subscriber FROM outbox o JOIN outbox_deliveries d USING (sequence) ORDER BY 1"
+                ).map { "\(try $0.decode(0, as: String.self)) → \(try $0.decode(1, as: String.self))" }
+                #expect(fannedOut == ["habitflow.test.v1.Thing → sub", "habitflow.test.v1.Thing → sub"])
+                #expect(try await outboxCount(pool) == 2)
+
+                // As if a delivery loop died between deleting the last delivery and the outbox row.
+                try await pool.execute("DELETE FROM outbox_deliveries")
+                try await relay.fanOutPendingEvents()
+                #expect(try await outboxCount(pool) == 2, "only the sweep removes them")
+                try await relay.fanOutPendingEvents(sweepingLeftovers: true)
+                #expect(try await outboxCount(pool) == 0)
+            }
+        }
     }
 }

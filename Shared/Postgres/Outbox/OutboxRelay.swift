@@ -105,10 +105,13 @@ public final class OutboxRelay: Sendable {
 
     private func runFanOut() async {
         var failureDelay = configuration.initialRetryDelay
+        var lastSweep: ContinuousClock.Instant?
         while !Task.isCancelled {
             var wait = configuration.safetyPollInterval
             do {
-                try await fanOutPendingEvents()
+                let sweep = lastSweep.map { ContinuousClock.now - $0 >= Self.sweepInterval } ?? true
+                try await fanOutPendingEvents(sweepingLeftovers: sweep)
+                if sweep { lastSweep = .now }
                 failureDelay = configuration.initialRetryDelay
             } catch is CancellationError {
                 break
@@ -121,19 +124,33 @@ public final class OutboxRelay: Sendable {
         }
     }
 
+    /// How often the fan-out also removes outbox rows whose deliveries are all done but which a crash left behind.
+    static let sweepInterval: Duration = .seconds(60)
+
     /// Gives every outbox row not yet fanned out its deliveries, wakes the subscribers that got some, and removes
     /// rows nobody subscribes to. Returns at once when another replica's relay is fanning out (its subscribers'
     /// loops are woken anyway: this replica's may hold their locks).
-    public func fanOutPendingEvents() async throws {
+    ///
+    /// - Parameter sweepingLeftovers: also delete fanned-out rows without deliveries: a delivery loop deletes the
+    ///   outbox row right after the last delivery row, in a statement of its own, so a crash in between leaves it.
+    public func fanOutPendingEvents(sweepingLeftovers: Bool = false) async throws {
         let lockKey = Self.lockKey(schema: configuration.schema)
         var woken: Set<String> = []
         defer { for name in woken { deliveryWakeups[name]?.signal() } }
+        var sweep = sweepingLeftovers
         while true {
             let batch = try await pool.transaction { tx -> (rows: Int, subscribers: Set<String>)? in
                 // Transaction-level: released by the commit. The same key the relay of the previous release took
                 // for its whole pass, so the two never work on the outbox at once during a rolling upgrade.
                 let locked = try await tx.queryRow("SELECT pg_try_advisory_xact_lock(\(lockKey))")
                 guard try locked?.decode(0, as: Bool.self) == true else { return nil }
+                if sweep {
+                    try await tx.execute(
+                        """
+                        DELETE FROM outbox o WHERE fanned_out \
+                        AND NOT EXISTS (SELECT FROM outbox_deliveries d WHERE d.sequence = o.sequence)
+                        """)
+                }
                 let rows = try await tx.query(
                     """
                     SELECT sequence, event_type FROM outbox WHERE NOT fanned_out ORDER BY sequence \
@@ -171,6 +188,7 @@ public final class OutboxRelay: Sendable {
                 }
                 return (rows.count, Set(deliverySubscribers))
             }
+            sweep = false
             guard let batch else {
                 woken = Set(deliveryWakeups.keys)
                 return
