@@ -213,7 +213,7 @@ public enum PostgresMigrations {
                             + "\(migration.fileName) does not know: it cannot take that file's place")
                 }
                 // The record moves (keeping when it was applied): the tables are there, the file no longer is.
-                try await inTransaction(connection, schema: schema) {
+                _ = try await inTransaction(connection, schema: schema) {
                     try await connection.execute(
                         """
                         UPDATE schema_migrations SET namespace = \(migration.namespace), \
