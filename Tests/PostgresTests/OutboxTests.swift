@@ -341,5 +341,32 @@ extension PostgresIntegrationTests {
                 #expect(try await outboxCount(pool) == 0)
             }
         }
+
+        @Test("two replicas' relays: one delivers to a subscriber at a time, each event once, in order per aggregate")
+        func replicas() async throws {
+            try await withPool(try TestEnvironment.serviceURL("social"), maximumConnections: 8) { pool in
+                try await prepareSocialSchema(pool)
+                // Slow enough that the relays' passes overlap, which only the subscriber's lock keeps apart.
+                let subscriber = InProcessSubscriber(pool: pool, name: "sub") { _ in
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                // A backlog both find at start, then events while they run.
+                for _ in 0..<10 {
+                    for aggregate in ["a", "b"] { _ = try await appendEvents(pool, aggregate: aggregate, count: 1) }
+                }
+                let relays = (0..<2).map { _ in makeRelay(pool, .init(schema: "social"), subscriber) }
+                let running = relays.map { relay in Task { try await relay.run() } }
+                defer { for task in running { task.cancel() } }
+                for _ in 0..<5 {
+                    for aggregate in ["a", "b"] { _ = try await appendEvents(pool, aggregate: aggregate, count: 1) }
+                }
+                #expect(try await eventually { try await effects(pool, of: "sub").count == 30 })
+                #expect(inOrderPerAggregate(try await effects(pool, of: "sub")))
+                #expect(try await eventually { try await outboxCount(pool) == 0 })
+                #expect(subscriber.attempts.value == 30, "an event was delivered twice")
+                for task in running { task.cancel() }
+                for task in running { _ = await task.result }
+            }
+        }
     }
 }
