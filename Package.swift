@@ -137,7 +137,7 @@ let package = Package(
         // Applies a service's migrations without starting it.
         .executableTarget(
             name: "habitflow-migrate",
-            dependencies: ["HabitFlowPostgres", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["HabitFlowOutbox", "HabitFlowPostgres", .product(name: "Logging", package: "swift-log")],
             path: "Tools/Migrate",
             swiftSettings: swiftSettings
         ),

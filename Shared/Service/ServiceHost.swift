@@ -250,7 +250,8 @@ public final class ServiceHost: Service, Sendable {
         if let pool {
             let directory = (configuration.sqlDirectory as NSString).appendingPathComponent(definition.name)
             let applied = try await PostgresMigrations.migrate(
-                service: definition.name, pool: pool, directory: directory, logger: runtime.logger)
+                service: definition.name, pool: pool, directory: directory,
+                libraryMigrations: OutboxMigrations.all, logger: runtime.logger)
             if !applied.isEmpty {
                 runtime.logger.info("applied migrations", metadata: ["files": "\(applied.map(\.fileName))"])
             }
@@ -292,14 +293,15 @@ public final class ServiceHost: Service, Sendable {
 
         var relay: Task<Void, Never>?
         if let pool, !definition.eventRoutes.isEmpty {
-            var routes: [String: [Habitflow_Events_V1_EventSubscriber.Client]] = [:]
-            for (eventType, subscribers) in definition.eventRoutes {
-                routes[eventType] = try subscribers.map {
-                    Habitflow_Events_V1_EventSubscriber.Client(transport: try runtime.channel(to: $0))
-                }
+            var subscribers: [String: any OutboxSubscriber] = [:]
+            for name in Set(definition.eventRoutes.values.joined()) {
+                subscribers[name] = RPCEventSubscriber(
+                    client: Habitflow_Events_V1_EventSubscriber.Client(transport: try runtime.channel(to: name)))
             }
+            var relayConfiguration = OutboxRelay.Configuration(schema: definition.name)
+            relayConfiguration.observe = OutboxMetrics.observer(registry: runtime.metrics)
             let outboxRelay = OutboxRelay(
-                pool: pool, configuration: .init(schema: definition.name), sink: RPCEventSink(routes: routes),
+                pool: pool, configuration: relayConfiguration, routes: definition.eventRoutes, subscribers: subscribers,
                 logger: runtime.logger)
             let logger = runtime.logger
             relay = Task {

@@ -85,6 +85,35 @@ public struct RPCMetricsInterceptor: ServerInterceptor {
     }
 }
 
+/// The outbox relay's view of each subscriber, as gauges: `habitflow_outbox_backlog{subscriber}` (deliveries not yet
+/// done) and `habitflow_outbox_oldest_undelivered_seconds{subscriber}` (0 without backlog).
+enum OutboxMetrics {
+    // Computed: MetricNameDescriptor is not Sendable, so it cannot be a stored static.
+    private static var backlog: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "habitflow", metricName: "outbox_backlog", unitName: "",
+            helpText: "Outbox events not yet delivered, by subscriber")
+    }
+    private static var oldestUndelivered: MetricNameDescriptor {
+        MetricNameDescriptor(
+            namespace: "habitflow", metricName: "outbox_oldest_undelivered", unitName: "seconds",
+            helpText: "Age of the oldest outbox event not yet delivered, by subscriber (0 without backlog)")
+    }
+
+    /// For `OutboxRelay.Configuration.observe`.
+    static func observer(
+        registry: PrometheusCollectorRegistry
+    ) -> @Sendable (_ subscriber: String, _ backlog: Int, _ oldestAge: Duration) -> Void {
+        { subscriber, backlog, oldestAge in
+            // The registry hands back the gauge it already has for a name and labels.
+            let labels = [("subscriber", subscriber)]
+            registry.makeGauge(descriptor: Self.backlog, labels: labels).set(Double(backlog))
+            let seconds = Double(oldestAge.components.seconds) + Double(oldestAge.components.attoseconds) / 1e18
+            registry.makeGauge(descriptor: Self.oldestUndelivered, labels: labels).set(seconds)
+        }
+    }
+}
+
 /// Serves the registry at `GET /metrics` over HTTP/1.1; anything else is 404.
 public final class MetricsEndpoint: Sendable {
     private let channel: any Channel

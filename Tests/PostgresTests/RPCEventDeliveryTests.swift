@@ -19,7 +19,9 @@ extension PostgresIntegrationTests {
                 try await withPool(try TestEnvironment.serviceURL("habits")) { habits in
                     for (service, pool) in [("goals", publisher), ("habits", habits)] {
                         let directory = (TestEnvironment.sqlRoot as NSString).appendingPathComponent(service)
-                        try await PostgresMigrations.migrate(service: service, pool: pool, directory: directory, logger: testLogger)
+                        try await PostgresMigrations.migrate(
+                            service: service, pool: pool, directory: directory, libraryMigrations: OutboxMigrations.all,
+                            logger: testLogger)
                     }
                     try await publisher.execute("DELETE FROM outbox")
                     try await habits.execute("DROP TABLE IF EXISTS rpc_delivery_effects")
@@ -37,8 +39,8 @@ extension PostgresIntegrationTests {
                     let client = Habitflow_Events_V1_EventSubscriber.Client(transport: channel)
 
                     let relay = OutboxRelay(
-                        pool: publisher, configuration: .init(schema: "goals"), sink: RPCEventSink(routes: ["*": [client]]),
-                        logger: testLogger)
+                        pool: publisher, configuration: .init(schema: "goals"), routes: ["*": ["habits"]],
+                        subscribers: ["habits": RPCEventSubscriber(client: client)], logger: testLogger)
                     let running = Task { try await relay.run() }
                     let events = (0..<3).map { index in
                         OutboxEvent(
@@ -67,8 +69,12 @@ extension PostgresIntegrationTests {
                     await #expect(throws: RPCError.self) {
                         _ = try await client.deliver(Habitflow_Events_V1_DeliverEventRequest())
                     }
-                    await channel.close()
+                    // A subscriber that is down is unreachable as a whole (the relay backs it off), not a failed event.
                     await server.shutdown()
+                    await #expect(throws: OutboxSubscriberUnreachable.self) {
+                        try await RPCEventSubscriber(client: client, timeout: .seconds(2)).deliver(repeated.event)
+                    }
+                    await channel.close()
                 }
             }
         }

@@ -198,7 +198,7 @@ struct ServiceHostTests {
 /// subscriber's EventSubscriberService behind the credential check.
 @Suite("Service host with Postgres")
 struct ServiceHostDatabaseTests {
-    @Test("migrations run at start-up and the outbox relay delivers to a subscribing service")
+    @Test("migrations run at start-up; the relay delivers to a subscribing service, past one that is down; /metrics")
     func outboxDeliveryBetweenHosts() async throws {
         let delivered = Shared<[String]>([])
         let subscriber = ServiceDefinition(name: "goals") { runtime in
@@ -207,12 +207,18 @@ struct ServiceHostDatabaseTests {
             }]
         }
         let subscriberHost = try await startHost(subscriber, databaseURL: try TestEnvironment.serviceURL("goals"))
+        // "absent" is a subscriber that is not running (nothing listens on port 1): it must delay only itself. The
+        // habits schema: PostgresTests, which run at the same time, use social's outbox and goals' with relays of
+        // their own, which would take this test's events.
         let publisher = ServiceDefinition(
-            name: "social", eventRoutes: ["habitflow.events.v1.UserDeleted": ["subscriber"]]
+            name: "habits", eventRoutes: ["habitflow.events.v1.UserDeleted": ["subscriber", "absent"]]
         ) { _ in [] }
         let publisherHost = try await startHost(
-            publisher, databaseURL: try TestEnvironment.serviceURL("social"),
-            addresses: ["subscriber": [.init(host: "127.0.0.1", port: subscriberHost.port)]])
+            publisher, databaseURL: try TestEnvironment.serviceURL("habits"), metrics: true,
+            addresses: [
+                "subscriber": [.init(host: "127.0.0.1", port: subscriberHost.port)],
+                "absent": [.init(host: "127.0.0.1", port: 1)],
+            ])
 
         let migrated = try await publisherHost.runtime.pool.queryRow(
             "SELECT count(*) FROM schema_migrations")?.decode(0, as: Int64.self)
@@ -227,6 +233,22 @@ struct ServiceHostDatabaseTests {
                             payload: try payload.serializedData()))
         }
         #expect(try await eventually { delivered.value.contains(user) })
+
+        // Each subscriber's backlog and oldest undelivered age, as the relay last saw them.
+        let metricsURL = URL(string: "http://127.0.0.1:\(try #require(publisherHost.metricsPort))/metrics")!
+        @Sendable func gauge(_ name: String, _ subscriber: String) async throws -> Double? {
+            let text = String(decoding: try await URLSession.shared.data(from: metricsURL).0, as: UTF8.self)
+            let prefix = "\(name){subscriber=\"\(subscriber)\"} "
+            let line = text.split(separator: "\n").first { $0.hasPrefix(prefix) }
+            return line.flatMap { Double($0.dropFirst(prefix.count)) }
+        }
+        #expect(try await eventually { try await gauge("habitflow_outbox_backlog", "subscriber") == 0 })
+        #expect(try await eventually { try await gauge("habitflow_outbox_backlog", "absent") ?? 0 >= 1 })
+        #expect(
+            try await eventually { try await gauge("habitflow_outbox_oldest_undelivered_seconds", "absent") ?? 0 > 0 })
+        #expect(try await gauge("habitflow_outbox_oldest_undelivered_seconds", "subscriber") == 0)
+        // What waits for "absent" is this test's alone: HabitsTests use the habits outbox later.
+        try await publisherHost.runtime.pool.execute("DELETE FROM outbox WHERE aggregate_id = \(user)")
         await publisherHost.shutdown()
         await subscriberHost.shutdown()
     }

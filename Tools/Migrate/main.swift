@@ -1,11 +1,12 @@
-// habitflow-migrate: applies a service's SQL migrations (Schemas/sql/<service>/NNNN_name.sql) to its schema and
-// exits, without starting the service. Safe to run while replicas start: they all serialize on an advisory lock.
+// habitflow-migrate: applies a service's SQL migrations (the outbox's, then Schemas/sql/<service>/NNNN_name.sql) to
+// its schema and exits, without starting the service. Safe to run while replicas start: they all serialize on an advisory lock.
 //
 //   habitflow-migrate --service NAME --database-url URL [--sql-dir DIR]
 //
 // DIR holds one folder per service (default $HABITFLOW_SQL_DIR, else Schemas/sql). The URL should be the service
 // role's (its search_path is its schema); the superuser's works too, the migrations still land in schema NAME.
 import Foundation
+import HabitFlowOutbox
 import HabitFlowPostgres
 import Logging
 
@@ -37,7 +38,8 @@ var configuration = PostgresPool.Configuration(connectionString: databaseURL)
 configuration.maximumConnections = 1
 let pool = PostgresPool(configuration: configuration, logger: logger)
 do {
-    let applied = try await PostgresMigrations.migrate(service: service, pool: pool, directory: directory, logger: logger)
+    let applied = try await PostgresMigrations.migrate(
+        service: service, pool: pool, directory: directory, libraryMigrations: OutboxMigrations.all, logger: logger)
     await pool.shutdown()
     print(applied.isEmpty ? "\(service): up to date" : "\(service): applied \(applied.map(\.fileName).joined(separator: ", "))")
 } catch {

@@ -6,9 +6,8 @@ public import HabitFlowServiceKit
 /// settings (clock, bcrypt cost, SMTP server, providers).
 public enum AuthServiceDefinition {
     /// The events auth publishes and the deployed services that consume them; goals and social join when they land.
-    /// Only services that run: an event is relayed until every subscriber has it, in order per account, so a
-    /// subscriber that is not there would hold back every later event of each account (a deleted account's habits
-    /// would never be removed).
+    /// Only services that run: each subscriber has its own queue in auth's outbox, kept until it takes it, so one
+    /// that is not there would pile up every event forever (it no longer holds back the other subscribers).
     public static let eventRoutes: [String: [String]] = [
         "habitflow.events.v1.UserCreated": ["habits"],
         "habitflow.events.v1.UserUpdated": ["habits"],

@@ -6,9 +6,9 @@ internal import HabitFlowCrypto
 
 /// An event a service publishes, appended to its outbox inside the transaction that makes the change.
 ///
-/// The tables (`outbox`, `processed_events`) come from the service's first migration,
-/// `Schemas/sql/<service>/0001_outbox_and_processed_events.sql`; the pool must connect as the service's role so
-/// the unqualified names resolve in its schema.
+/// The tables (`outbox`, `outbox_deliveries`, `processed_events`) come from ``OutboxMigrations``, applied in the
+/// service's schema with its own migrations; the pool must connect as the service's role so the unqualified names
+/// resolve in its schema.
 public struct OutboxEvent: Sendable, Hashable {
     public var id: UUID
     /// The payload's full protobuf message name, for example `habitflow.auth.v1.UserCreated`.
@@ -47,13 +47,27 @@ extension PostgresTransaction {
     }
 }
 
-/// Where the relay delivers events (over RPC to subscribers in production; in-process in tests).
+/// A service that receives a publisher's events: over RPC in production (``RPCEventSubscriber``), in-process in
+/// tests. The relay delivers to each subscriber on its own, under the subscriber's name in the routes.
 ///
-/// `deliver` returns once the subscriber has durably processed the event; a throw means "try again later".
-/// Delivery is at least once: a subscriber must ignore an event id it has already processed (see
-/// ``PostgresTransaction/markEventProcessed(_:consumer:)``).
-public protocol OutboxEventSink: Sendable {
+/// `deliver` returns once the subscriber has durably processed the event; a throw means "try again later":
+/// ``OutboxSubscriberUnreachable`` for the subscriber as a whole, any other error for this event (its aggregate
+/// waits, the subscriber's other aggregates go on). Delivery is at least once: a subscriber must ignore an event id
+/// it has already processed (see ``PostgresTransaction/markEventProcessed(_:consumer:)``).
+public protocol OutboxSubscriber: Sendable {
     func deliver(_ envelope: Habitflow_Events_V1_EventEnvelope) async throws
+}
+
+/// The subscriber could not be reached at all (down, refusing connections, not answering in time): the relay ends
+/// that subscriber's pass and backs it off as a whole, rather than trying every other aggregate's event in turn.
+public struct OutboxSubscriberUnreachable: Error, CustomStringConvertible {
+    public var underlying: any Error
+
+    public init(_ underlying: any Error) {
+        self.underlying = underlying
+    }
+
+    public var description: String { "subscriber unreachable: \(underlying)" }
 }
 
 extension PostgresTransaction {

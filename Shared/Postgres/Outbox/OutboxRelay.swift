@@ -6,14 +6,22 @@ internal import HabitFlowCrypto
 internal import SwiftProtobuf
 internal import Synchronization
 
-/// Delivers a service's outbox to an ``OutboxEventSink``: at least once, in order per aggregate, retrying failed
-/// deliveries with exponential backoff.
+/// Delivers a service's outbox to its subscribers: at least once, in order per aggregate and subscriber, each
+/// subscriber on its own, retrying failed deliveries with a capped exponential backoff.
 ///
-/// It is woken by `NOTIFY` when an appending transaction commits (over a ``PostgresNotificationListener``), and
-/// also looks every ``Configuration/safetyPollInterval`` in case a notification was lost. Among replicas, one relay
-/// at a time delivers (a Postgres advisory lock per schema), so per-aggregate order holds across replicas.
-/// A delivered event is deleted from the outbox after the sink returns: a crash in between means the event is
-/// delivered again, which consumers absorb by event id.
+/// Two steps, each its own loop:
+/// - **Fan-out**: every new outbox row gets one `outbox_deliveries` row per subscriber its event type is routed to
+///   (rows routed to no one leave the outbox at once), and is marked `fanned_out`. It is woken by `NOTIFY` when an
+///   appending transaction commits (over a ``PostgresNotificationListener``) and also looks every
+///   ``Configuration/safetyPollInterval``. One relay at a time fans out (a transaction-level advisory lock per schema).
+/// - **Delivery**: one loop per subscriber walks that subscriber's rows in sequence order, skipping aggregates whose
+///   earlier event waits for a retry, and deletes each row once the subscriber returned (the outbox row goes with the
+///   last subscriber's). Among replicas, one relay at a time delivers to a subscriber (a session advisory lock per
+///   schema and subscriber), so per-aggregate order holds across replicas. A subscriber that is unreachable
+///   (``OutboxSubscriberUnreachable``) ends its pass and is backed off as a whole; the others carry on.
+///
+/// A crash between a subscriber's commit and the relay's bookkeeping means the event is delivered again, which
+/// consumers absorb by event id.
 public final class OutboxRelay: Sendable {
     public struct Configuration: Sendable {
         /// The service's schema, where `outbox` lives, for example `auth`.
@@ -24,9 +32,15 @@ public final class OutboxRelay: Sendable {
         public var batchSize = 100
         /// How often to look for events without a notification. Default 10 s.
         public var safetyPollInterval: Duration = .seconds(10)
-        /// The delay after a first failed delivery, doubled per further failure up to ``maximumRetryDelay``.
+        /// The delay after a first failed delivery (or a first unreachable pass), doubled per further failure up to
+        /// ``maximumRetryDelay``, then ±25 % jitter: with the defaults at most 5 s, so a subscriber that comes back
+        /// after any outage starts receiving its backlog within 5 s.
         public var initialRetryDelay: Duration = .milliseconds(200)
-        public var maximumRetryDelay: Duration = .seconds(60)
+        public var maximumRetryDelay: Duration = .seconds(4)
+        /// Called with each subscriber's backlog (deliveries not yet done) and the age of its oldest undelivered
+        /// event (zero without backlog) after every delivery pass, and at least every ``observationInterval``.
+        public var observe: (@Sendable (_ subscriber: String, _ backlog: Int, _ oldestAge: Duration) -> Void)?
+        public var observationInterval: Duration = .seconds(5)
 
         public init(schema: String) {
             self.schema = schema
@@ -40,21 +54,33 @@ public final class OutboxRelay: Sendable {
     public let configuration: Configuration
     private let pool: PostgresPool
     private let listenerConnectionString: String
-    private let sink: any OutboxEventSink
+    /// Subscriber names by event type; `"*"` routes every type.
+    private let routes: [String: [String]]
+    private let subscribers: [String: any OutboxSubscriber]
     private let logger: Logger
-    private let wakeup = Wakeup()
+    private let fanOutWakeup = Wakeup()
+    private let deliveryWakeups: [String: Wakeup]
 
     /// - Parameters:
     ///   - pool: connects as the service's role (its `search_path` is the service's schema).
     ///   - listenerConnectionString: for the relay's own `LISTEN` connection, normally the pool's.
+    ///   - routes: subscriber names by event type (the payload's full proto name); `"*"` subscribes to every type.
+    ///     A type routed to no one leaves the outbox undelivered.
+    ///   - subscribers: by name; every routed name must have one.
     public init(
         pool: PostgresPool, listenerConnectionString: String? = nil, configuration: Configuration,
-        sink: any OutboxEventSink, logger: Logger
+        routes: [String: [String]], subscribers: [String: any OutboxSubscriber], logger: Logger
     ) {
+        let routed = Set(routes.values.joined())
+        precondition(
+            routed.isSubset(of: subscribers.keys),
+            "routed to unknown subscribers: \(routed.subtracting(subscribers.keys).sorted())")
         self.pool = pool
         self.listenerConnectionString = listenerConnectionString ?? pool.configuration.connectionString
         self.configuration = configuration
-        self.sink = sink
+        self.routes = routes
+        self.subscribers = subscribers.filter { routed.contains($0.key) }
+        self.deliveryWakeups = Dictionary(uniqueKeysWithValues: routed.map { ($0, Wakeup()) })
         self.logger = logger
     }
 
@@ -64,41 +90,185 @@ public final class OutboxRelay: Sendable {
             connectionString: listenerConnectionString, channels: [configuration.channel], logger: logger)
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await listener.run() }
-            group.addTask { [wakeup] in
-                for await _ in listener.events { wakeup.signal() }
+            group.addTask { [fanOutWakeup] in
+                for await _ in listener.events { fanOutWakeup.signal() }
             }
-            var failureDelay = Duration.milliseconds(500)
-            while !Task.isCancelled {
-                var wait = configuration.safetyPollInterval
-                do {
-                    if let nextDue = try await deliverPendingEvents() { wait = min(wait, nextDue) }
-                    failureDelay = .milliseconds(500)
-                } catch is CancellationError {
-                    break
-                } catch {
-                    logger.warning("outbox relay pass failed", metadata: ["error": "\(error)"])
-                    wait = min(wait, failureDelay)
-                    failureDelay = min(failureDelay * 2, configuration.safetyPollInterval)
-                }
-                await wakeup.wait(timeout: wait)
+            for (name, subscriber) in subscribers {
+                group.addTask { await self.runDelivery(to: name, subscriber) }
             }
+            await runFanOut()
             group.cancelAll()
         }
     }
 
-    /// One delivery pass: everything due, in sequence order, skipping aggregates whose earlier event is waiting for a
-    /// retry. Returns how long until the next retry is due (`nil`: nothing is waiting), or `nil` at once when another
-    /// replica's relay holds the lock.
-    @discardableResult
-    public func deliverPendingEvents() async throws -> Duration? {
-        let lockKey = Self.lockKey(schema: configuration.schema)
-        return try await pool.withConnection { connection in
-            guard try await connection.queryRow("SELECT pg_try_advisory_lock(\(lockKey))")?.decode(0, as: Bool.self) == true
-            else { return configuration.safetyPollInterval }
+    // MARK: Fan-out
+
+    private func runFanOut() async {
+        var failureDelay = configuration.initialRetryDelay
+        var lastSweep: ContinuousClock.Instant?
+        while !Task.isCancelled {
+            var wait = configuration.safetyPollInterval
             do {
-                let nextDue = try await deliverLocked(connection)
+                let sweep = lastSweep.map { ContinuousClock.now - $0 >= Self.sweepInterval } ?? true
+                try await fanOutPendingEvents(sweepingLeftovers: sweep)
+                if sweep { lastSweep = .now }
+                failureDelay = configuration.initialRetryDelay
+            } catch is CancellationError {
+                break
+            } catch {
+                logger.warning("outbox fan-out failed", metadata: ["error": "\(error)"])
+                wait = min(wait, failureDelay)
+                failureDelay = min(failureDelay * 2, configuration.maximumRetryDelay)
+            }
+            await fanOutWakeup.wait(timeout: wait)
+        }
+    }
+
+    /// How often the fan-out also removes outbox rows whose deliveries are all done but which a crash left behind.
+    static let sweepInterval: Duration = .seconds(60)
+
+    /// Gives every outbox row not yet fanned out its deliveries, wakes the subscribers that got some, and removes
+    /// rows nobody subscribes to. Returns at once when another replica's relay is fanning out (its subscribers'
+    /// loops are woken anyway: this replica's may hold their locks).
+    ///
+    /// - Parameter sweepingLeftovers: also delete fanned-out rows without deliveries: a delivery loop deletes the
+    ///   outbox row right after the last delivery row, in a statement of its own, so a crash in between leaves it.
+    public func fanOutPendingEvents(sweepingLeftovers: Bool = false) async throws {
+        let lockKey = Self.lockKey(schema: configuration.schema)
+        var woken: Set<String> = []
+        defer { for name in woken { deliveryWakeups[name]?.signal() } }
+        var sweep = sweepingLeftovers
+        while true {
+            let batch = try await pool.transaction { tx -> (rows: Int, subscribers: Set<String>)? in
+                // Transaction-level: released by the commit. The same key the relay of the previous release took
+                // for its whole pass, so the two never work on the outbox at once during a rolling upgrade.
+                let locked = try await tx.queryRow("SELECT pg_try_advisory_xact_lock(\(lockKey))")
+                guard try locked?.decode(0, as: Bool.self) == true else { return nil }
+                if sweep {
+                    try await tx.execute(
+                        """
+                        DELETE FROM outbox o WHERE fanned_out \
+                        AND NOT EXISTS (SELECT FROM outbox_deliveries d WHERE d.sequence = o.sequence)
+                        """)
+                }
+                let rows = try await tx.query(
+                    """
+                    SELECT sequence, event_type FROM outbox WHERE NOT fanned_out ORDER BY sequence \
+                    LIMIT \(configuration.batchSize) FOR UPDATE
+                    """)
+                var deliverySubscribers: [String] = []
+                var deliverySequences: [Int64] = []
+                var fannedOut: [Int64] = []
+                var unrouted: [Int64] = []
+                for row in rows {
+                    let sequence = try row.decode(0, as: Int64.self)
+                    let names = subscribers(ofType: try row.decode(1, as: String.self))
+                    if names.isEmpty {
+                        unrouted.append(sequence)
+                        continue
+                    }
+                    fannedOut.append(sequence)
+                    for name in names {
+                        deliverySubscribers.append(name)
+                        deliverySequences.append(sequence)
+                    }
+                }
+                if !deliverySequences.isEmpty {
+                    try await tx.execute(
+                        """
+                        INSERT INTO outbox_deliveries (subscriber, sequence) \
+                        SELECT * FROM unnest(\(deliverySubscribers)::text[], \(deliverySequences)::int8[]) \
+                        ON CONFLICT DO NOTHING
+                        """)
+                    try await tx.execute(
+                        "UPDATE outbox SET fanned_out = true WHERE sequence = ANY(\(fannedOut)::int8[])")
+                }
+                if !unrouted.isEmpty {
+                    try await tx.execute("DELETE FROM outbox WHERE sequence = ANY(\(unrouted)::int8[])")
+                }
+                return (rows.count, Set(deliverySubscribers))
+            }
+            sweep = false
+            guard let batch else {
+                woken = Set(deliveryWakeups.keys)
+                return
+            }
+            woken.formUnion(batch.subscribers)
+            if batch.rows < configuration.batchSize { return }
+        }
+    }
+
+    private func subscribers(ofType type: String) -> [String] {
+        let named = (routes[type] ?? []) + (routes["*"] ?? [])
+        var seen: Set<String> = []
+        return named.filter { seen.insert($0).inserted }
+    }
+
+    // MARK: Delivery
+
+    /// What one delivery pass to a subscriber ended with.
+    enum PassOutcome {
+        /// Everything due was tried; `nextDue` is when the earliest waiting retry is due (`nil`: none waits).
+        case finished(nextDue: Duration?)
+        /// The subscriber could not be reached: the pass stopped there, and the subscriber waits `retryIn`.
+        case unreachable(retryIn: Duration)
+        /// Another replica's relay is delivering to this subscriber.
+        case lockedElsewhere
+    }
+
+    private func runDelivery(to name: String, _ subscriber: any OutboxSubscriber) async {
+        guard let wakeup = deliveryWakeups[name] else { return }
+        var unreachablePasses = 0
+        var failedPasses = 0
+        var idleWait = configuration.safetyPollInterval
+        if configuration.observe != nil { idleWait = min(idleWait, configuration.observationInterval) }
+        while !Task.isCancelled {
+            var wait = idleWait
+            var backOff: Duration?
+            do {
+                switch try await deliverPendingEvents(to: name, subscriber, unreachablePasses: unreachablePasses) {
+                case .finished(let nextDue):
+                    unreachablePasses = 0
+                    if let nextDue { wait = min(wait, nextDue) }
+                case .unreachable(let retryIn):
+                    unreachablePasses += 1
+                    backOff = retryIn
+                case .lockedElsewhere:
+                    // Its holder may be in its last batch already: look again soon, to take over if it stopped.
+                    wait = min(wait, .seconds(2))
+                }
+                failedPasses = 0
+            } catch is CancellationError {
+                break
+            } catch {
+                failedPasses += 1
+                logger.warning("outbox delivery pass failed", metadata: ["subscriber": "\(name)", "error": "\(error)"])
+                wait = min(wait, retryDelay(afterAttempts: failedPasses))
+            }
+            await observeBacklog(of: name)
+            if let backOff {
+                // Not woken by new events: an unreachable subscriber is tried again after the delay, not per event.
+                do { try await Task.sleep(for: backOff) } catch { break }
+            } else {
+                await wakeup.wait(timeout: wait)
+            }
+        }
+    }
+
+    /// One delivery pass to `name`: everything due, in sequence order, skipping aggregates whose earlier event is
+    /// waiting for a retry; stops at the first ``OutboxSubscriberUnreachable``.
+    func deliverPendingEvents(
+        to name: String, _ subscriber: any OutboxSubscriber, unreachablePasses: Int
+    ) async throws -> PassOutcome {
+        let lockKey = Self.lockKey(schema: configuration.schema, subscriber: name)
+        return try await pool.withConnection { connection in
+            let locked = try await connection.queryRow("SELECT pg_try_advisory_lock(\(lockKey))")
+            guard try locked?.decode(0, as: Bool.self) == true else { return .lockedElsewhere }
+            do {
+                let outcome = try await deliverLocked(
+                    to: name, subscriber, unreachablePasses: unreachablePasses, connection: connection)
                 try await connection.releaseAdvisoryLock(lockKey)
-                return nextDue
+                return outcome
             } catch {
                 // Also on cancellation: the lock must not stay with the pooled connection.
                 try? await connection.releaseAdvisoryLock(lockKey)
@@ -107,16 +277,20 @@ public final class OutboxRelay: Sendable {
         }
     }
 
-    private func deliverLocked(_ connection: PostgresConnection) async throws -> Duration? {
+    private func deliverLocked(
+        to name: String, _ subscriber: any OutboxSubscriber, unreachablePasses: Int, connection: PostgresConnection
+    ) async throws -> PassOutcome {
         var nextDue: Date?
         var afterSequence: Int64 = 0
         var blockedAggregates: Set<String> = []
         while true {
             let rows = try await connection.query(
                 """
-                SELECT sequence, id, aggregate_type, aggregate_id, event_type, occurred_at, payload, attempts, \
-                next_attempt_at, next_attempt_at <= now() AS due \
-                FROM outbox WHERE sequence > \(afterSequence) ORDER BY sequence LIMIT \(configuration.batchSize)
+                SELECT d.sequence, d.attempts, d.next_attempt_at, d.next_attempt_at <= now() AS due, o.id, \
+                o.aggregate_type, o.aggregate_id, o.event_type, o.occurred_at, o.payload \
+                FROM outbox_deliveries d JOIN outbox o ON o.sequence = d.sequence \
+                WHERE d.subscriber = \(name) AND d.sequence > \(afterSequence) \
+                ORDER BY d.sequence LIMIT \(configuration.batchSize)
                 """)
             for row in rows {
                 let sequence = try row.decode("sequence", as: Int64.self)
@@ -142,48 +316,95 @@ public final class OutboxRelay: Sendable {
                 envelope.source = configuration.source
                 envelope.sequence = sequence
                 do {
-                    try await sink.deliver(envelope)
+                    try await subscriber.deliver(envelope)
                 } catch is CancellationError {
                     throw CancellationError()
                 } catch {
                     let attempts = try row.decode("attempts", as: Int32.self) + 1
-                    let delay = retryDelay(afterAttempts: Int(attempts))
+                    let unreachable = error is OutboxSubscriberUnreachable
+                    // Unreachable: the whole subscriber waits (the count of such passes sets the delay), this event
+                    // with it; otherwise this event's own attempts do.
+                    let delay = retryDelay(afterAttempts: unreachable ? unreachablePasses + 1 : Int(attempts))
                     logger.warning(
-                        "outbox delivery failed; will retry",
+                        unreachable
+                            ? "outbox subscriber unreachable; will retry" : "outbox delivery failed; will retry",
                         metadata: [
-                            "event": "\(envelope.id)", "type": "\(envelope.type)", "attempts": "\(attempts)",
-                            "retryIn": "\(delay)", "error": "\(error)",
+                            "subscriber": "\(name)", "event": "\(envelope.id)", "type": "\(envelope.type)",
+                            "attempts": "\(attempts)", "retryIn": "\(delay)", "error": "\(error)",
                         ])
-                    let delayMicroseconds = delay.components.seconds * 1_000_000
-                        + delay.components.attoseconds / 1_000_000_000_000
                     try await connection.execute(
                         """
-                        UPDATE outbox SET attempts = \(attempts), \
-                        next_attempt_at = now() + make_interval(secs => \(delayMicroseconds)::float8 / 1000000), \
-                        last_error = \(String(describing: error).prefix(500).description) WHERE sequence = \(sequence)
+                        UPDATE outbox_deliveries SET attempts = \(attempts), \
+                        next_attempt_at = now() + make_interval(secs => \(delay.microseconds)::float8 / 1000000), \
+                        last_error = \(String(describing: error).prefix(500).description) \
+                        WHERE subscriber = \(name) AND sequence = \(sequence)
                         """)
+                    if unreachable { return .unreachable(retryIn: delay) }
                     blockedAggregates.insert(aggregate)
-                    let due = Date().addingTimeInterval(Double(delayMicroseconds) / 1_000_000)
+                    let due = Date().addingTimeInterval(Double(delay.microseconds) / 1_000_000)
                     nextDue = min(nextDue ?? due, due)
                     continue
                 }
-                try await connection.execute("DELETE FROM outbox WHERE sequence = \(sequence)")
-                logger.debug("delivered outbox event", metadata: ["event": "\(envelope.id)", "type": "\(envelope.type)"])
+                try await connection.execute(
+                    "DELETE FROM outbox_deliveries WHERE subscriber = \(name) AND sequence = \(sequence)")
+                // A statement of its own, after the delete above committed: of two subscribers finishing the same
+                // event at once, the later check sees both deletes. (In one statement or transaction, each could
+                // still see the other's row and leave the outbox row behind.)
+                try await connection.execute(
+                    """
+                    DELETE FROM outbox WHERE sequence = \(sequence) AND fanned_out \
+                    AND NOT EXISTS (SELECT FROM outbox_deliveries WHERE sequence = \(sequence))
+                    """)
+                logger.debug(
+                    "delivered outbox event",
+                    metadata: ["subscriber": "\(name)", "event": "\(envelope.id)", "type": "\(envelope.type)"])
             }
             if rows.count < configuration.batchSize { break }
         }
-        return nextDue.map { .milliseconds(max(10, Int64($0.timeIntervalSinceNow * 1000))) }
+        return .finished(nextDue: nextDue.map { .milliseconds(max(10, Int64($0.timeIntervalSinceNow * 1000))) })
+    }
+
+    /// Reports `name`'s backlog to ``Configuration/observe``, if set. A failure is logged: it must not stop delivery.
+    private func observeBacklog(of name: String) async {
+        guard let observe = configuration.observe else { return }
+        do {
+            let row = try await pool.queryRow(
+                """
+                SELECT (SELECT count(*) FROM outbox_deliveries WHERE subscriber = \(name)) AS backlog, \
+                (SELECT (extract(epoch FROM now() - o.occurred_at) * 1000)::int8 \
+                FROM outbox_deliveries d JOIN outbox o ON o.sequence = d.sequence \
+                WHERE d.subscriber = \(name) ORDER BY d.sequence LIMIT 1) AS oldest_age_ms
+                """)
+            let backlog = try row?.decode("backlog", as: Int.self) ?? 0
+            let oldestAge = try row?.decode("oldest_age_ms", as: Int64?.self) ?? 0
+            observe(name, backlog, .milliseconds(max(0, oldestAge)))
+        } catch is CancellationError {
+        } catch {
+            logger.warning("outbox backlog query failed", metadata: ["subscriber": "\(name)", "error": "\(error)"])
+        }
     }
 
     /// `initial × 2^(attempts-1)`, capped, with ±25 % jitter so failing replicas do not retry in lockstep.
     func retryDelay(afterAttempts attempts: Int) -> Duration {
-        let exponent = Double(min(attempts - 1, 30))
+        let exponent = Double(min(max(attempts - 1, 0), 30))
         let base = min(configuration.initialRetryDelay * pow(2, exponent), configuration.maximumRetryDelay)
         return base * Double.random(in: 0.75...1.25)
     }
 
+    /// The fan-out's lock: the key the relay of the previous release held for its whole pass.
     static func lockKey(schema: String) -> Int64 {
         SHA256.hash(Array("habitflow.outbox.\(schema)".utf8)).prefix(8).reduce(Int64(0)) { $0 << 8 | Int64($1) }
+    }
+
+    static func lockKey(schema: String, subscriber: String) -> Int64 {
+        SHA256.hash(Array("habitflow.outbox.\(schema).delivery.\(subscriber)".utf8)).prefix(8)
+            .reduce(Int64(0)) { $0 << 8 | Int64($1) }
+    }
+}
+
+extension Duration {
+    fileprivate var microseconds: Int64 {
+        components.seconds * 1_000_000 + components.attoseconds / 1_000_000_000_000
     }
 }
 

@@ -4,29 +4,30 @@ public import HabitFlowRPC
 internal import Foundation
 internal import HabitFlowCrypto
 
-/// Delivers outbox events to the subscribing services over RPC (`habitflow.events.v1.EventSubscriber/Deliver`).
+/// One subscribing service, reached over RPC (`habitflow.events.v1.EventSubscriber/Deliver`).
 ///
-/// Every subscriber of an event type gets the event; a failure anywhere throws, so the relay retries the whole
-/// delivery later. Subscribers that already applied it acknowledge the repeat without applying it twice.
-public struct RPCEventSink: OutboxEventSink {
-    /// Subscribers by event type (the payload's full proto name); `"*"` subscribes to every type.
-    private let routes: [String: [Habitflow_Events_V1_EventSubscriber.Client]]
+/// A subscriber that already applied an event acknowledges the repeat without applying it twice. `UNAVAILABLE`
+/// (which is also how a refused or lost connection ends) and `DEADLINE_EXCEEDED` are thrown as
+/// ``OutboxSubscriberUnreachable``: the relay backs the whole subscriber off instead of trying its other events.
+public struct RPCEventSubscriber: OutboxSubscriber {
+    private let client: Habitflow_Events_V1_EventSubscriber.Client
     private let timeout: Duration
 
-    public init(routes: [String: [Habitflow_Events_V1_EventSubscriber.Client]], timeout: Duration = .seconds(10)) {
-        self.routes = routes
+    public init(client: Habitflow_Events_V1_EventSubscriber.Client, timeout: Duration = .seconds(10)) {
+        self.client = client
         self.timeout = timeout
     }
 
     public func deliver(_ envelope: Habitflow_Events_V1_EventEnvelope) async throws {
-        let subscribers = (routes[envelope.type] ?? []) + (routes["*"] ?? [])
         var request = Habitflow_Events_V1_DeliverEventRequest()
         request.event = envelope
-        for subscriber in subscribers {
-            var options = CallOptions()
-            options.timeout = timeout
-            options.idempotent = true
-            _ = try await subscriber.deliver(request, options: options)
+        var options = CallOptions()
+        options.timeout = timeout
+        options.idempotent = true
+        do {
+            _ = try await client.deliver(request, options: options)
+        } catch let error as RPCError where [.unavailable, .deadlineExceeded].contains(error.code) {
+            throw OutboxSubscriberUnreachable(error)
         }
     }
 }
