@@ -6,6 +6,7 @@
 //   Services/*        one folder per service executable; services depend on Shared, never the other way round
 //   Schemas/          .proto files (the API) and SQL migrations per service
 //   Tests/*           one test target per module, against real libraries, sockets and Postgres
+//   Benchmarks/       a package of its own (Benchmarks/Package.swift) on this one's products; not built here
 import PackageDescription
 
 /// Swift 6 language mode (strict concurrency checking) for every Swift target.
@@ -19,7 +20,21 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         // The client SDK for apps (Shared/SDK): sign-in, automatic token refresh, typed calls for every public RPC.
-        .library(name: "HabitFlowSDK", targets: ["HabitFlowSDK"])
+        .library(name: "HabitFlowSDK", targets: ["HabitFlowSDK"]),
+
+        // The backend's modules exposed for the benchmarks package (Benchmarks/Package.swift, which depends on this
+        // one by path and can only use products): exactly the modules the benchmarks import. Not an API for apps.
+        .library(name: "HabitFlowAuth", targets: ["HabitFlowAuth"]),
+        .library(name: "HabitFlowAuthProtos", targets: ["HabitFlowAuthProtos"]),
+        .library(name: "HabitFlowBase64", targets: ["HabitFlowBase64"]),
+        .library(name: "HabitFlowCrypto", targets: ["HabitFlowCrypto"]),
+        .library(name: "HabitFlowHabitsProtos", targets: ["HabitFlowHabitsProtos"]),
+        .library(name: "HabitFlowInternalCredential", targets: ["HabitFlowInternalCredential"]),
+        .library(name: "HabitFlowPostgres", targets: ["HabitFlowPostgres"]),
+        .library(name: "HabitFlowRPC", targets: ["HabitFlowRPC"]),
+        .library(name: "HabitFlowRPCClient", targets: ["HabitFlowRPCClient"]),
+        .library(name: "HabitFlowServiceKit", targets: ["HabitFlowServiceKit"]),
+        .library(name: "HabitFlowTokens", targets: ["HabitFlowTokens"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -139,27 +154,6 @@ let package = Package(
             name: "habitflow-migrate",
             dependencies: ["HabitFlowOutbox", "HabitFlowPostgres", .product(name: "Logging", package: "swift-log")],
             path: "Tools/Migrate",
-            swiftSettings: swiftSettings
-        ),
-        // What the benchmarks share: CPU time of processes, a service's own latency histogram from its /metrics.
-        .target(
-            name: "HabitFlowBenchmarkSupport",
-            dependencies: ["HabitFlowRPC"],
-            path: "Benchmarks/Support",
-            swiftSettings: swiftSettings
-        ),
-        // Pool round trips next to pgbench (Benchmarks/postgres.sh); prints figures, not a test.
-        .executableTarget(
-            name: "postgres-benchmark",
-            dependencies: ["HabitFlowPostgres", .product(name: "Logging", package: "swift-log")],
-            path: "Benchmarks/PostgresBenchmark",
-            swiftSettings: swiftSettings
-        ),
-        // Token issue/verify costs next to the bare signatures (Benchmarks/tokens.sh); prints figures, not a test.
-        .executableTarget(
-            name: "tokens-benchmark",
-            dependencies: ["HabitFlowBase64", "HabitFlowTokens", "HabitFlowCrypto"],
-            path: "Benchmarks/TokensBenchmark",
             swiftSettings: swiftSettings
         ),
         .target(
@@ -341,24 +335,6 @@ let package = Package(
             path: "Services/Auth/Main",
             swiftSettings: swiftSettings
         ),
-        // Logins per second (bcrypt cost 12) and a cheap RPC's p99 with and without login load (Benchmarks/auth.sh).
-        .executableTarget(
-            name: "auth-benchmark",
-            dependencies: [
-                "HabitFlowInternalCredential",
-                "HabitFlowAuth",
-                "HabitFlowAuthProtos",
-                "HabitFlowCrypto",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowServiceKit",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-            ],
-            path: "Benchmarks/AuthBenchmark",
-            swiftSettings: swiftSettings
-        ),
         .target(
             name: "HabitFlowHabitsProtos",
             dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
@@ -388,23 +364,6 @@ let package = Package(
             name: "habitflow-habits",
             dependencies: ["HabitFlowHabits", "HabitFlowServiceKit"],
             path: "Services/Habits/Main",
-            swiftSettings: swiftSettings
-        ),
-        // Week view and mark-done latency for a user with five years of entries (Benchmarks/habits.sh); prints figures.
-        .executableTarget(
-            name: "habits-benchmark",
-            dependencies: [
-                "HabitFlowInternalCredential",
-                "HabitFlowBenchmarkSupport",
-                "HabitFlowHabits",
-                "HabitFlowHabitsProtos",
-                "HabitFlowPostgres",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowServiceKit",
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Benchmarks/HabitsBenchmark",
             swiftSettings: swiftSettings
         ),
 
@@ -455,23 +414,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/HealthCheck",
-            swiftSettings: swiftSettings
-        ),
-
-        // The same habits RPC directly and through the gateway (Benchmarks/gateway.sh); prints figures.
-        .executableTarget(
-            name: "gateway-benchmark",
-            dependencies: [
-                "HabitFlowInternalCredential",
-                "HabitFlowBenchmarkSupport",
-                "HabitFlowHabitsProtos",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowSDK",
-                "HabitFlowServiceKit",
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Benchmarks/GatewayBenchmark",
             swiftSettings: swiftSettings
         ),
 

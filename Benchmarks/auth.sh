@@ -4,8 +4,8 @@
 # blocks an event loop. Runs `auth-benchmark` (Benchmarks/AuthBenchmark, release) in front of a throwaway
 # Postgres 15 and prints its figures.
 #
-# Usage: Benchmarks/auth.sh      (BENCH_SECONDS=10 per phase, BENCH_LOGIN_CONCURRENCY=8; HABITFLOW_SCRATCH_PATH =
-#                                 build folder)
+# Usage: Benchmarks/auth.sh      (BENCH_SECONDS=10 per phase, BENCH_LOGIN_CONCURRENCY=8;
+#                                 HABITFLOW_BENCHMARKS_SCRATCH_PATH = build folder)
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
@@ -13,11 +13,11 @@ cd "$HABITFLOW_ROOT"
 
 seconds=${BENCH_SECONDS:-10}
 concurrency=${BENCH_LOGIN_CONCURRENCY:-8}
-scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
 
-log "building auth-benchmark (release)"
-swift build -c release --product auth-benchmark --scratch-path "$scratch" >&2
-benchmark="$scratch/release/auth-benchmark"
+log "building auth-benchmark (release, benchmarks package)"
+swift build -c release --package-path "$HABITFLOW_ROOT/Benchmarks" --product auth-benchmark \
+    --scratch-path "$HABITFLOW_BENCHMARKS_SCRATCH_PATH" >&2
+benchmark="$HABITFLOW_BENCHMARKS_SCRATCH_PATH/release/auth-benchmark"
 
 pg_workdir habitflow-authbench
 workdir=$PG_WORKDIR

@@ -7,7 +7,9 @@
 # scripts/stack does) and nghttpx, runs `gateway-benchmark`, stops everything.
 #
 # Usage: Benchmarks/gateway.sh     (BENCH_SECONDS=8 per round and path, BENCH_ROUNDS=5, BENCH_CONCURRENCY=32;
-#                                   HABITFLOW_SCRATCH_PATH = build folder; BENCH_LOG_LEVEL=info for the services)
+#                                   HABITFLOW_SCRATCH_PATH = the services' build folder,
+#                                   HABITFLOW_BENCHMARKS_SCRATCH_PATH = the benchmark's; BENCH_LOG_LEVEL=info for the
+#                                   services)
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
@@ -15,11 +17,15 @@ cd "$HABITFLOW_ROOT"
 
 "$HABITFLOW_ROOT/scripts/bootstrap" nghttp2-proxy  # nghttpx
 scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
-for product in habitflow-auth habitflow-habits habitflow-gateway habitflow-healthcheck gateway-benchmark; do
+for product in habitflow-auth habitflow-habits habitflow-gateway habitflow-healthcheck; do
     log "building $product (release)"
     swift build -c release --product "$product" --scratch-path "$scratch" >&2
 done
 bin="$scratch/release"
+log "building gateway-benchmark (release, benchmarks package)"
+swift build -c release --package-path "$HABITFLOW_ROOT/Benchmarks" --product gateway-benchmark \
+    --scratch-path "$HABITFLOW_BENCHMARKS_SCRATCH_PATH" >&2
+benchmark="$HABITFLOW_BENCHMARKS_SCRATCH_PATH/release/gateway-benchmark"
 
 launcher_pid=
 proxy_pid=
@@ -82,7 +88,7 @@ done
 [[ -n "$proxy_worker" ]] || { echo "gateway.sh: nghttpx did not forward to habits" >&2; cat "$workdir/nghttpx.log" >&2; exit 1; }
 
 log "measuring (log level $HABITFLOW_LOG_LEVEL)"
-"$bin/gateway-benchmark" --gateway "127.0.0.1:$HABITFLOW_GATEWAY_PORT" --habits "127.0.0.1:$HABITFLOW_HABITS_PORT" \
+"$benchmark" --gateway "127.0.0.1:$HABITFLOW_GATEWAY_PORT" --habits "127.0.0.1:$HABITFLOW_HABITS_PORT" \
     --proxy "127.0.0.1:$proxy_port" --secret "$HABITFLOW_INTERNAL_SECRET" --concurrency "${BENCH_CONCURRENCY:-32}" \
     --seconds "${BENCH_SECONDS:-8}" --rounds "${BENCH_ROUNDS:-5}" \
     --gateway-pid "$(pgrep -n -f -x "$bin/habitflow-gateway")" --habits-pid "$(pgrep -n -f -x "$bin/habitflow-habits")" \

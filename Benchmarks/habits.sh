@@ -10,7 +10,8 @@
 # Postgres: the ceiling no service can beat. Mark-done runs twice at concurrency 32: all calls
 # as one user (they queue on that user's row lock by design) and spread over 32 users (the realistic case).
 #
-# Usage: Benchmarks/habits.sh   (BENCH_SECONDS=10 per run; HABITFLOW_SCRATCH_PATH = build folder; POOL_SIZE=10;
+# Usage: Benchmarks/habits.sh   (BENCH_SECONDS=10 per run; HABITFLOW_SCRATCH_PATH = the service's build folder,
+#                               HABITFLOW_BENCHMARKS_SCRATCH_PATH = the benchmark's; POOL_SIZE=10;
 #                               SERVICE_BINARY = a habitflow-habits built earlier, to compare it with the same client;
 #                               PG_URL_SUFFIX = appended to the service's database URL, e.g. '?options=-c%20...')
 set -euo pipefail
@@ -22,10 +23,12 @@ seconds=${BENCH_SECONDS:-10}
 scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
 
 "$HABITFLOW_ROOT/scripts/bootstrap"
-for product in habitflow-habits habits-benchmark; do
-    log "building $product (release)"
-    swift build -c release --product "$product" --scratch-path "$scratch" >&2
-done
+log "building habitflow-habits (release)"
+swift build -c release --product habitflow-habits --scratch-path "$scratch" >&2
+log "building habits-benchmark (release, benchmarks package)"
+swift build -c release --package-path "$HABITFLOW_ROOT/Benchmarks" --product habits-benchmark \
+    --scratch-path "$HABITFLOW_BENCHMARKS_SCRATCH_PATH" >&2
+benchmark="$HABITFLOW_BENCHMARKS_SCRATCH_PATH/release/habits-benchmark"
 
 service_pid=
 before_cleanup() {
@@ -54,7 +57,7 @@ for _ in $(seq 100); do
 done
 log "habitflow-habits (${SERVICE_BINARY:-this build}) on 127.0.0.1:$service_port; $seconds s per run after a 2 s warm-up; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-"$scratch/release/habits-benchmark" --port "$service_port" --database-url "$database_url" --secret "$secret" \
+"$benchmark" --port "$service_port" --database-url "$database_url" --secret "$secret" \
     --seconds "$seconds" --concurrency 1,32 --service-pid "$service_pid" --metrics-port "$metrics_port" \
     --postgres-pid "$(head -n 1 "$workdir/postgres/postmaster.pid")"
 

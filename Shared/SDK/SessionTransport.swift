@@ -1,9 +1,9 @@
 internal import Foundation
 internal import HabitFlowAuthProtos
 internal import HabitFlowPublicAPI
-public import HabitFlowRPC
+internal import HabitFlowRPC
 internal import HabitFlowRPCClient
-public import NIOCore
+internal import NIOCore
 internal import SwiftProtobuf
 internal import Synchronization
 

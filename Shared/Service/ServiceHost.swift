@@ -1,5 +1,5 @@
 public import HabitFlowInternalCredential
-public import Foundation
+internal import Foundation
 internal import HabitFlowEvents
 internal import HabitFlowGRPCSideServiceProtos
 internal import HabitFlowOutbox

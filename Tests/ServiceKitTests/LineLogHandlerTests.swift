@@ -13,7 +13,7 @@ import Testing
         let handle: FileHandle
 
         init() throws {
-            FileManager.default.createFile(atPath: path, contents: nil)
+            try #require(FileManager.default.createFile(atPath: path, contents: nil))
             handle = try #require(FileHandle(forWritingAtPath: path))
         }
 

@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 
 /// A throwaway PKI for tests, made once per test run with the `openssl` command line in a temporary directory.
 ///

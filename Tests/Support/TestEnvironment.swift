@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 internal import Synchronization
 
 /// What scripts/test sets up for the tests: the test Postgres (superuser and one role per service) and the SQL folder.

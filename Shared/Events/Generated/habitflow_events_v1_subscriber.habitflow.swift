@@ -5,7 +5,6 @@
 // Regenerate with scripts/generate-protos.
 
 public import HabitFlowRPC
-public import SwiftProtobuf
 
 /// Implemented by every service that consumes events.
 public enum Habitflow_Events_V1_EventSubscriber {

@@ -1,4 +1,4 @@
-public import HabitFlowGRPCProtos
+internal import HabitFlowGRPCProtos
 
 /// One rejected request field, as in `google.rpc.BadRequest.FieldViolation`: a path like `habit.name` or
 /// `entries[2].date`, and which rule the value broke.

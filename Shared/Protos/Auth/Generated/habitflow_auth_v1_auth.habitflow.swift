@@ -5,7 +5,6 @@
 // Regenerate with scripts/generate-protos.
 
 public import HabitFlowRPC
-public import SwiftProtobuf
 
 public enum Habitflow_Auth_V1_AuthService {
     public static let name = "habitflow.auth.v1.AuthService"

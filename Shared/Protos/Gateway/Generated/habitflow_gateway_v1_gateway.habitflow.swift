@@ -5,7 +5,6 @@
 // Regenerate with scripts/generate-protos.
 
 public import HabitFlowRPC
-public import SwiftProtobuf
 
 public enum Habitflow_Gateway_V1_GatewayService {
     public static let name = "habitflow.gateway.v1.GatewayService"

@@ -5,7 +5,6 @@
 // Regenerate with scripts/generate-protos.
 
 public import HabitFlowRPC
-public import SwiftProtobuf
 
 public enum Habitflow_Habits_V1_HabitsService {
     public static let name = "habitflow.habits.v1.HabitsService"

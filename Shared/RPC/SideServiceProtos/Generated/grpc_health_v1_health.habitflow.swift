@@ -5,7 +5,6 @@
 // Regenerate with scripts/generate-protos.
 
 public import HabitFlowRPC
-public import SwiftProtobuf
 
 public enum Grpc_Health_V1_Health {
     public static let name = "grpc.health.v1.Health"

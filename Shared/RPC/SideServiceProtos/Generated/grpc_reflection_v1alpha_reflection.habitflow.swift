@@ -5,7 +5,6 @@
 // Regenerate with scripts/generate-protos.
 
 public import HabitFlowRPC
-public import SwiftProtobuf
 
 public enum Grpc_Reflection_V1alpha_ServerReflection {
     public static let name = "grpc.reflection.v1alpha.ServerReflection"

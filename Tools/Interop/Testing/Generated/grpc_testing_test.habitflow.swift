@@ -5,7 +5,6 @@
 // Regenerate with scripts/generate-protos.
 
 public import HabitFlowRPC
-public import SwiftProtobuf
 
 /// A simple service to test the various types of RPCs and experiment with performance with various types of payload.
 public enum Grpc_Testing_TestService {

@@ -1,7 +1,7 @@
 public import Foundation
 internal import HabitFlowAuthProtos
 internal import HabitFlowHabitsProtos
-public import HabitFlowRPC
+internal import HabitFlowRPC
 internal import HabitFlowCrypto
 
 /// A signed-in account as the driver holds it.

@@ -1,6 +1,6 @@
 internal import HabitFlowInternalCredential
-public import Foundation
-public import HabitFlowRPC
+internal import Foundation
+internal import HabitFlowRPC
 public import HabitFlowRPCClient
 public import Logging
 

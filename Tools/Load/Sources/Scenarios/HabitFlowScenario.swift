@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 internal import HabitFlowAuthProtos
 internal import HabitFlowGatewayProtos
 internal import HabitFlowHabitsProtos

@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 
 /// One account made by `habitflow-load seed`, with the refresh token of its last session, so a later run can resume
 /// it with a cheap Refresh instead of a Login (bcrypt, about a quarter second of CPU each).

@@ -1,5 +1,5 @@
 internal import HabitFlowInternalCredential
-public import Foundation
+internal import Foundation
 internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import HabitFlowRPCClient
