@@ -15,7 +15,6 @@ import HabitFlowHabitsProtos
 import HabitFlowRPC
 import HabitFlowRPCClient
 import HabitFlowSDK
-import HabitFlowServiceKit
 import Logging
 import Synchronization
 

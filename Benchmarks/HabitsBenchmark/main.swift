@@ -19,7 +19,6 @@ import HabitFlowHabitsProtos
 import HabitFlowPostgres
 import HabitFlowRPC
 import HabitFlowRPCClient
-import HabitFlowServiceKit
 import Logging
 import Synchronization
 

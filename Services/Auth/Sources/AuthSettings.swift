@@ -1,4 +1,5 @@
 public import Foundation
+internal import HabitFlowBase64
 internal import HabitFlowCrypto
 internal import HabitFlowServiceKit
 internal import Logging
@@ -127,7 +128,7 @@ extension AuthSettings {
 
         let keyEncryptionKey: [UInt8]
         if let encoded = value("HABITFLOW_AUTH_KEY_ENCRYPTION_KEY") {
-            guard let key = Data(base64Encoded: encoded), key.count == AES256GCM.keyByteCount else {
+            guard let key = Base64.decode(encoded), key.count == AES256GCM.keyByteCount else {
                 throw AuthConfigurationError(
                     variable: "HABITFLOW_AUTH_KEY_ENCRYPTION_KEY", reason: "expected 32 bytes in standard base64")
             }

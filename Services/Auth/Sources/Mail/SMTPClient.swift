@@ -1,4 +1,5 @@
 internal import Foundation
+internal import HabitFlowBase64
 public import NIOCore
 public import NIOPosix
 internal import HabitFlowCrypto
@@ -208,7 +209,7 @@ enum SMTPText {
         if plain {
             lines += body.map(String.init)
         } else {
-            let encoded = Data(message.body.utf8).base64EncodedString()
+            let encoded = Base64.encode(Array(message.body.utf8))
             var index = encoded.startIndex
             while index < encoded.endIndex {
                 let end = encoded.index(index, offsetBy: 76, limitedBy: encoded.endIndex) ?? encoded.endIndex
@@ -233,7 +234,7 @@ enum SMTPText {
     private static func encodedHeader(_ text: String) -> String {
         let text = headerSafe(text)
         guard text.utf8.contains(where: { $0 >= 0x80 }) else { return text }
-        return "=?UTF-8?B?\(Data(text.utf8).base64EncodedString())?="
+        return "=?UTF-8?B?\(Base64.encode(Array(text.utf8)))?="
     }
 }
 

@@ -2,7 +2,6 @@ internal import HabitFlowServiceAPI
 internal import HabitFlowCalendar
 internal import Foundation
 internal import HabitFlowHabitsProtos
-internal import HabitFlowPostgres
 
 extension RequestValidator {
     /// At most this many bad entries of an import are described one by one (the rest are counted), so the status

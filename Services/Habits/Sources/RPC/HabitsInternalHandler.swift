@@ -3,7 +3,6 @@ internal import HabitFlowServiceAPI
 internal import HabitFlowCalendar
 internal import Foundation
 internal import HabitFlowHabitsProtos
-internal import HabitFlowPostgres
 internal import HabitFlowRPC
 internal import HabitFlowServiceKit
 

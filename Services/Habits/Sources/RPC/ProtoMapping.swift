@@ -1,7 +1,6 @@
 internal import HabitFlowCalendar
 internal import Foundation
 internal import HabitFlowHabitsProtos
-internal import HabitFlowPostgres
 internal import SwiftProtobuf
 internal import HabitFlowCrypto
 

@@ -1,7 +1,6 @@
 internal import HabitFlowCalendar
 public import Foundation
 internal import HabitFlowHabitsProtos
-internal import HabitFlowPostgres
 internal import SwiftProtobuf
 internal import Synchronization
 

@@ -1,7 +1,6 @@
 internal import HabitFlowCalendar
 internal import Foundation
 internal import HabitFlowHabitsProtos
-internal import HabitFlowPostgres
 
 /// Turns a week's habits and entry counts into the week view: "X/Y" and dots per habit, today's progress, the weekly
 /// score and the category scores.
