@@ -15,6 +15,17 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// The products of other packages that targets use, named once.
+let swiftProtobuf: Target.Dependency = .product(name: "SwiftProtobuf", package: "swift-protobuf")
+let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
+let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
+let nioPosix: Target.Dependency = .product(name: "NIOPosix", package: "swift-nio")
+let nioHTTP1: Target.Dependency = .product(name: "NIOHTTP1", package: "swift-nio")
+let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
+let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
+let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+
 let package = Package(
     name: "HabitFlow",
     platforms: [.macOS(.v15)],
@@ -91,10 +102,7 @@ let package = Package(
 
         .target(
             name: "HabitFlowHTTP2",
-            dependencies: [
-                "CNGHTTP2",
-                .product(name: "NIOCore", package: "swift-nio"),
-            ],
+            dependencies: ["CNGHTTP2", nioCore],
             path: "Shared/HTTP2",
             swiftSettings: swiftSettings
         ),
@@ -106,7 +114,7 @@ let package = Package(
         ),
         .target(
             name: "HabitFlowCompression",
-            dependencies: ["CZlib", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["CZlib", nioCore],
             path: "Shared/Compression",
             swiftSettings: swiftSettings
         ),
@@ -118,33 +126,21 @@ let package = Package(
         ),
         .target(
             name: "HabitFlowPostgres",
-            dependencies: [
-                "CLibPQ",
-                "HabitFlowCalendar",
-                "HabitFlowCrypto",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["CLibPQ", "HabitFlowCalendar", "HabitFlowCrypto", nioCore, nioPosix, logging],
             path: "Shared/Postgres/Core",
             swiftSettings: swiftSettings
         ),
         // Domain event envelope (Schemas/proto/habitflow/events) and the transactional outbox built on it.
         .target(
             name: "HabitFlowEvents",
-            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: ["HabitFlowRPC", swiftProtobuf],
             path: "Shared/Events",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "HabitFlowOutbox",
             dependencies: [
-                "HabitFlowPostgres",
-                "HabitFlowEvents",
-                "HabitFlowCrypto",
-                "HabitFlowRPC",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowPostgres", "HabitFlowEvents", "HabitFlowCrypto", "HabitFlowRPC", logging, swiftProtobuf,
             ],
             path: "Shared/Postgres/Outbox",
             swiftSettings: swiftSettings
@@ -152,13 +148,13 @@ let package = Package(
         // Applies a service's migrations without starting it.
         .executableTarget(
             name: "habitflow-migrate",
-            dependencies: ["HabitFlowOutbox", "HabitFlowPostgres", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["HabitFlowOutbox", "HabitFlowPostgres", logging],
             path: "Tools/Migrate",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "HabitFlowTLS",
-            dependencies: ["COpenSSL", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["COpenSSL", nioCore],
             path: "Shared/TLS",
             swiftSettings: swiftSettings
         ),
@@ -168,14 +164,7 @@ let package = Package(
         // key sets over https.
         .target(
             name: "HabitFlowTokens",
-            dependencies: [
-                "HabitFlowBase64",
-                "HabitFlowCrypto",
-                "HabitFlowTLS",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-            ],
+            dependencies: ["HabitFlowBase64", "HabitFlowCrypto", "HabitFlowTLS", nioCore, nioPosix, nioHTTP1],
             path: "Shared/Tokens",
             swiftSettings: swiftSettings
         ),
@@ -184,18 +173,13 @@ let package = Package(
 
         .target(
             name: "HabitFlowGRPCProtos",
-            dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: [swiftProtobuf],
             path: "Shared/RPC/Protos",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "HabitFlowRPC",
-            dependencies: [
-                "HabitFlowBase64",
-                "HabitFlowGRPCProtos",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-            ],
+            dependencies: ["HabitFlowBase64", "HabitFlowGRPCProtos", nioCore, swiftProtobuf],
             path: "Shared/RPC/Core",
             swiftSettings: swiftSettings
         ),
@@ -203,7 +187,7 @@ let package = Package(
         // Apart from HabitFlowGRPCProtos (google.rpc messages, used by the core), so there is no dependency cycle.
         .target(
             name: "HabitFlowGRPCSideServiceProtos",
-            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: ["HabitFlowRPC", swiftProtobuf],
             path: "Shared/RPC/SideServiceProtos",
             swiftSettings: swiftSettings
         ),
@@ -211,16 +195,8 @@ let package = Package(
         .target(
             name: "HabitFlowRPCServer",
             dependencies: [
-                "HabitFlowBase64",
-                "HabitFlowRPC",
-                "HabitFlowGRPCProtos",
-                "HabitFlowHTTP2",
-                "HabitFlowTLS",
-                "HabitFlowCompression",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowHTTP2", "HabitFlowTLS",
+                "HabitFlowCompression", nioCore, nioPosix, logging, swiftProtobuf,
             ],
             path: "Shared/RPC/Server",
             swiftSettings: swiftSettings
@@ -229,16 +205,8 @@ let package = Package(
         .target(
             name: "HabitFlowRPCClient",
             dependencies: [
-                "HabitFlowBase64",
-                "HabitFlowRPC",
-                "HabitFlowGRPCProtos",
-                "HabitFlowHTTP2",
-                "HabitFlowTLS",
-                "HabitFlowCompression",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowHTTP2", "HabitFlowTLS",
+                "HabitFlowCompression", nioCore, nioPosix, logging, swiftProtobuf,
             ],
             path: "Shared/RPC/Client",
             swiftSettings: swiftSettings
@@ -246,12 +214,7 @@ let package = Package(
 
         .target(
             name: "HabitFlowRPCSideServices",
-            dependencies: [
-                "HabitFlowBase64",
-                "HabitFlowRPC",
-                "HabitFlowGRPCSideServiceProtos",
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-            ],
+            dependencies: ["HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCSideServiceProtos", swiftProtobuf],
             path: "Shared/RPC/SideServices",
             swiftSettings: swiftSettings
         ),
@@ -277,22 +240,9 @@ let package = Package(
         .target(
             name: "HabitFlowServiceKit",
             dependencies: [
-                "HabitFlowInternalCredential",
-                "HabitFlowCrypto",
-                "HabitFlowEvents",
-                "HabitFlowGRPCSideServiceProtos",
-                "HabitFlowOutbox",
-                "HabitFlowPostgres",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowRPCServer",
-                "HabitFlowRPCSideServices",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "HabitFlowInternalCredential", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
+                "HabitFlowRPCSideServices", logging, nioCore, nioHTTP1, nioPosix, prometheus, serviceLifecycle,
             ],
             path: "Shared/Service",
             swiftSettings: swiftSettings
@@ -303,28 +253,16 @@ let package = Package(
         // Generated code of Schemas/proto/habitflow/auth (scripts/generate-protos): used by auth, the gateway and the SDK.
         .target(
             name: "HabitFlowAuthProtos",
-            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: ["HabitFlowRPC", swiftProtobuf],
             path: "Shared/Protos/Auth/Generated",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "HabitFlowAuth",
             dependencies: [
-                "HabitFlowServiceAPI",
-                "HabitFlowInternalCredential",
-                "HabitFlowBase64",
-                "HabitFlowAuthProtos",
-                "HabitFlowCrypto",
-                "HabitFlowEvents",
-                "HabitFlowOutbox",
-                "HabitFlowPostgres",
-                "HabitFlowRPC",
-                "HabitFlowServiceKit",
-                "HabitFlowTokens",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowServiceAPI", "HabitFlowInternalCredential", "HabitFlowBase64", "HabitFlowAuthProtos",
+                "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC",
+                "HabitFlowServiceKit", "HabitFlowTokens", logging, nioCore, nioPosix, swiftProtobuf,
             ],
             path: "Services/Auth/Sources",
             swiftSettings: swiftSettings
@@ -337,25 +275,16 @@ let package = Package(
         ),
         .target(
             name: "HabitFlowHabitsProtos",
-            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: ["HabitFlowRPC", swiftProtobuf],
             path: "Shared/Protos/Habits/Generated",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "HabitFlowHabits",
             dependencies: [
-                "HabitFlowInternalCredential",
-                "HabitFlowServiceAPI",
-                "HabitFlowCalendar",
-                "HabitFlowCrypto",
-                "HabitFlowEvents",
-                "HabitFlowHabitsProtos",
-                "HabitFlowOutbox",
-                "HabitFlowPostgres",
-                "HabitFlowRPC",
-                "HabitFlowServiceKit",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowInternalCredential", "HabitFlowServiceAPI", "HabitFlowCalendar", "HabitFlowCrypto",
+                "HabitFlowEvents", "HabitFlowHabitsProtos", "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC",
+                "HabitFlowServiceKit", logging, swiftProtobuf,
             ],
             path: "Services/Habits/Sources",
             swiftSettings: swiftSettings
@@ -370,29 +299,18 @@ let package = Package(
         // Generated code of Schemas/proto/habitflow/gateway (the gateway's own API: the dashboard).
         .target(
             name: "HabitFlowGatewayProtos",
-            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: ["HabitFlowRPC", swiftProtobuf],
             path: "Shared/Protos/Gateway/Generated",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "HabitFlowGateway",
             dependencies: [
-                "HabitFlowInternalCredential",
-                "HabitFlowAuthProtos",
-                "HabitFlowCrypto",
-                "HabitFlowGRPCSideServiceProtos",
-                "HabitFlowGatewayProtos",
-                "HabitFlowHabitsProtos",
-                "HabitFlowPublicAPI",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowRPCServer",
-                "HabitFlowRPCSideServices",
-                "HabitFlowServiceKit",
-                "HabitFlowTLS",
-                "HabitFlowTokens",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
+                "HabitFlowInternalCredential", "HabitFlowAuthProtos", "HabitFlowCrypto",
+                "HabitFlowGRPCSideServiceProtos", "HabitFlowGatewayProtos", "HabitFlowHabitsProtos",
+                "HabitFlowPublicAPI", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
+                "HabitFlowRPCSideServices", "HabitFlowServiceKit", "HabitFlowTLS", "HabitFlowTokens", logging,
+                prometheus,
             ],
             path: "Services/Gateway/Sources",
             swiftSettings: swiftSettings
@@ -407,12 +325,7 @@ let package = Package(
         // Container health check of the compose stack (grpc.health.v1 Check; exit status 0 when SERVING).
         .executableTarget(
             name: "habitflow-healthcheck",
-            dependencies: [
-                "HabitFlowGRPCSideServiceProtos",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                .product(name: "Logging", package: "swift-log"),
-            ],
+            dependencies: ["HabitFlowGRPCSideServiceProtos", "HabitFlowRPC", "HabitFlowRPCClient", logging],
             path: "Tools/HealthCheck",
             swiftSettings: swiftSettings
         ),
@@ -430,16 +343,8 @@ let package = Package(
         .target(
             name: "HabitFlowSDK",
             dependencies: [
-                "HabitFlowAuthProtos",
-                "HabitFlowPublicAPI",
-                "HabitFlowGatewayProtos",
-                "HabitFlowHabitsProtos",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowTLS",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowAuthProtos", "HabitFlowPublicAPI", "HabitFlowGatewayProtos", "HabitFlowHabitsProtos",
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowTLS", logging, nioCore, swiftProtobuf,
             ],
             path: "Shared/SDK",
             swiftSettings: swiftSettings
@@ -449,33 +354,22 @@ let package = Package(
 
         .target(
             name: "GRPCInteropTesting",
-            dependencies: ["HabitFlowRPC", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            dependencies: ["HabitFlowRPC", swiftProtobuf],
             path: "Tools/Interop/Testing",
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "interop-server",
             dependencies: [
-                "GRPCInteropTesting",
-                "HabitFlowGRPCSideServiceProtos",
-                "HabitFlowRPC",
-                "HabitFlowRPCServer",
-                "HabitFlowRPCSideServices",
-                "HabitFlowTLS",
-                .product(name: "Logging", package: "swift-log"),
+                "GRPCInteropTesting", "HabitFlowGRPCSideServiceProtos", "HabitFlowRPC", "HabitFlowRPCServer",
+                "HabitFlowRPCSideServices", "HabitFlowTLS", logging,
             ],
             path: "Tools/Interop/Server",
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "interop-client",
-            dependencies: [
-                "GRPCInteropTesting",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-            ],
+            dependencies: ["GRPCInteropTesting", "HabitFlowRPC", "HabitFlowRPCClient", logging, nioPosix],
             path: "Tools/Interop/Client",
             swiftSettings: swiftSettings
         ),
@@ -485,18 +379,9 @@ let package = Package(
         .target(
             name: "HabitFlowLoad",
             dependencies: [
-                "GRPCInteropTesting",
-                "HabitFlowAuthProtos",
-                "HabitFlowCrypto",
-                "HabitFlowGatewayProtos",
-                "HabitFlowHabitsProtos",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowInternalCredential",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "GRPCInteropTesting", "HabitFlowAuthProtos", "HabitFlowCrypto", "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowInternalCredential",
+                argumentParser, histogram, logging, swiftProtobuf,
             ],
             path: "Tools/Load/Sources",
             swiftSettings: swiftSettings
@@ -513,41 +398,28 @@ let package = Package(
         // Helpers shared by several test targets (a throwaway PKI made with the openssl command line, a log capture).
         .target(
             name: "HabitFlowTestSupport",
-            dependencies: [.product(name: "Logging", package: "swift-log")],
+            dependencies: [logging],
             path: "Tests/Support",
             swiftSettings: swiftSettings
         ),
 
         .testTarget(
             name: "HTTP2Tests",
-            dependencies: ["HabitFlowHTTP2", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["HabitFlowHTTP2", nioCore],
             path: "Tests/HTTP2Tests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "RPCCoreTests",
-            dependencies: [
-                "HabitFlowBase64",
-                "HabitFlowRPC",
-                "HabitFlowGRPCProtos",
-                "HabitFlowCompression",
-                .product(name: "NIOCore", package: "swift-nio"),
-            ],
+            dependencies: ["HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowCompression", nioCore],
             path: "Tests/RPCCoreTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "RPCServerTests",
             dependencies: [
-                "HabitFlowBase64",
-                "HabitFlowRPC",
-                "HabitFlowRPCServer",
-                "HabitFlowHTTP2",
-                "HabitFlowGRPCProtos",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowBase64", "HabitFlowRPC", "HabitFlowRPCServer", "HabitFlowHTTP2", "HabitFlowGRPCProtos",
+                nioCore, nioPosix, logging, swiftProtobuf,
             ],
             path: "Tests/RPCServerTests",
             swiftSettings: swiftSettings
@@ -555,17 +427,8 @@ let package = Package(
         .testTarget(
             name: "RPCClientTests",
             dependencies: [
-                "GRPCInteropTesting",
-                "HabitFlowTestSupport",
-                "HabitFlowGRPCProtos",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowRPCServer",
-                "HabitFlowTLS",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "GRPCInteropTesting", "HabitFlowTestSupport", "HabitFlowGRPCProtos", "HabitFlowRPC",
+                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowTLS", nioCore, nioPosix, logging, swiftProtobuf,
             ],
             path: "Tests/RPCClientTests",
             swiftSettings: swiftSettings
@@ -586,14 +449,8 @@ let package = Package(
         .testTarget(
             name: "TokensTests",
             dependencies: [
-                "HabitFlowBase64",
-                "HabitFlowTokens",
-                "HabitFlowCrypto",
-                "HabitFlowTLS",
-                "HabitFlowTestSupport",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                "HabitFlowBase64", "HabitFlowTokens", "HabitFlowCrypto", "HabitFlowTLS", "HabitFlowTestSupport",
+                nioCore, nioPosix, nioHTTP1,
             ],
             path: "Tests/TokensTests",
             swiftSettings: swiftSettings
@@ -601,48 +458,24 @@ let package = Package(
         .testTarget(
             name: "PostgresTests",
             dependencies: [
-                "HabitFlowCalendar",
-                "HabitFlowTestSupport",
-                "HabitFlowPostgres",
-                "HabitFlowOutbox",
-                "HabitFlowEvents",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowRPCServer",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowPostgres", "HabitFlowOutbox", "HabitFlowEvents",
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", logging, nioPosix, swiftProtobuf,
             ],
             path: "Tests/PostgresTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "TLSTests",
-            dependencies: [
-                "HabitFlowTLS",
-                "HabitFlowTestSupport",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-            ],
+            dependencies: ["HabitFlowTLS", "HabitFlowTestSupport", nioCore, nioPosix],
             path: "Tests/TLSTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "ServiceKitTests",
             dependencies: [
-                "HabitFlowInternalCredential",
-                "HabitFlowTestSupport",
-                "GRPCInteropTesting",
-                "HabitFlowEvents",
-                "HabitFlowGRPCSideServiceProtos",
-                "HabitFlowOutbox",
-                "HabitFlowPostgres",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowServiceKit",
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowInternalCredential", "HabitFlowTestSupport", "GRPCInteropTesting", "HabitFlowEvents",
+                "HabitFlowGRPCSideServiceProtos", "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC",
+                "HabitFlowRPCClient", "HabitFlowServiceKit", serviceLifecycle, logging, swiftProtobuf,
             ],
             path: "Tests/ServiceKitTests",
             swiftSettings: swiftSettings
@@ -650,23 +483,10 @@ let package = Package(
         .testTarget(
             name: "AuthTests",
             dependencies: [
-                "HabitFlowServiceAPI",
-                "HabitFlowInternalCredential",
-                "HabitFlowBase64",
-                "HabitFlowAuth",
-                "HabitFlowAuthProtos",
-                "HabitFlowCrypto",
-                "HabitFlowEvents",
-                "HabitFlowPostgres",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowServiceKit",
-                "HabitFlowTestSupport",
-                "HabitFlowTokens",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowServiceAPI", "HabitFlowInternalCredential", "HabitFlowBase64", "HabitFlowAuth",
+                "HabitFlowAuthProtos", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowPostgres", "HabitFlowRPC",
+                "HabitFlowRPCClient", "HabitFlowServiceKit", "HabitFlowTestSupport", "HabitFlowTokens", logging,
+                nioCore, nioPosix, swiftProtobuf,
             ],
             path: "Tests/AuthTests",
             swiftSettings: swiftSettings
@@ -675,14 +495,8 @@ let package = Package(
         .target(
             name: "HabitFlowStackTestSupport",
             dependencies: [
-                "HabitFlowAuth",
-                "HabitFlowAuthProtos",
-                "HabitFlowGateway",
-                "HabitFlowHabits",
-                "HabitFlowRPCClient",
-                "HabitFlowServiceKit",
-                "HabitFlowTestSupport",
-                .product(name: "Logging", package: "swift-log"),
+                "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowGateway", "HabitFlowHabits", "HabitFlowRPCClient",
+                "HabitFlowServiceKit", "HabitFlowTestSupport", logging,
             ],
             path: "Tests/StackSupport",
             swiftSettings: swiftSettings
@@ -690,23 +504,11 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: [
-                "HabitFlowInternalCredential",
-                "HabitFlowAuthProtos",
-                "HabitFlowCrypto",
-                "HabitFlowGRPCProtos",
-                "HabitFlowGRPCSideServiceProtos",
-                "HabitFlowGateway",
-                "HabitFlowGatewayProtos",
-                "HabitFlowHabitsProtos",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowServiceKit",
-                "HabitFlowStackTestSupport",
-                "HabitFlowTestSupport",
-                "HabitFlowTokens",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowInternalCredential", "HabitFlowAuthProtos", "HabitFlowCrypto", "HabitFlowGRPCProtos",
+                "HabitFlowGRPCSideServiceProtos", "HabitFlowGateway", "HabitFlowGatewayProtos",
+                "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit",
+                "HabitFlowStackTestSupport", "HabitFlowTestSupport", "HabitFlowTokens", logging, prometheus,
+                swiftProtobuf,
             ],
             path: "Tests/GatewayTests",
             swiftSettings: swiftSettings
@@ -714,12 +516,8 @@ let package = Package(
         .testTarget(
             name: "SDKTests",
             dependencies: [
-                "HabitFlowAuthProtos",
-                "HabitFlowHabitsProtos",
-                "HabitFlowRPC",
-                "HabitFlowSDK",
-                "HabitFlowStackTestSupport",
-                "HabitFlowTestSupport",
+                "HabitFlowAuthProtos", "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowSDK",
+                "HabitFlowStackTestSupport", "HabitFlowTestSupport",
             ],
             path: "Tests/SDKTests",
             swiftSettings: swiftSettings
@@ -727,54 +525,26 @@ let package = Package(
         .testTarget(
             name: "HabitsTests",
             dependencies: [
-                "HabitFlowInternalCredential",
-                "HabitFlowCalendar",
-                "HabitFlowTestSupport",
-                "HabitFlowEvents",
-                "HabitFlowGRPCProtos",
-                "HabitFlowHabits",
-                "HabitFlowHabitsProtos",
-                "HabitFlowPostgres",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowRPCServer",
-                "HabitFlowServiceKit",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowEvents",
+                "HabitFlowGRPCProtos", "HabitFlowHabits", "HabitFlowHabitsProtos", "HabitFlowPostgres", "HabitFlowRPC",
+                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceKit", logging, swiftProtobuf,
             ],
             path: "Tests/HabitsTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "CodegenTests",
-            dependencies: [
-                "GRPCInteropTesting",
-                "HabitFlowRPC",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
-            ],
+            dependencies: ["GRPCInteropTesting", "HabitFlowRPC", nioCore, swiftProtobuf],
             path: "Tests/CodegenTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "LoadTests",
             dependencies: [
-                "HabitFlowInternalCredential",
-                "HabitFlowCalendar",
-                "HabitFlowLoad",
-                "GRPCInteropTesting",
-                "HabitFlowAuth",
-                "HabitFlowGateway",
-                "HabitFlowHabits",
-                "HabitFlowHabitsProtos",
-                "HabitFlowPostgres",
-                "HabitFlowRPC",
-                "HabitFlowRPCClient",
-                "HabitFlowRPCServer",
-                "HabitFlowServiceKit",
-                "HabitFlowTestSupport",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+                "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowLoad", "GRPCInteropTesting",
+                "HabitFlowAuth", "HabitFlowGateway", "HabitFlowHabits", "HabitFlowHabitsProtos", "HabitFlowPostgres",
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceKit",
+                "HabitFlowTestSupport", logging, swiftProtobuf,
             ],
             path: "Tests/LoadTests",
             swiftSettings: swiftSettings

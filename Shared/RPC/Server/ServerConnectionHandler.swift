@@ -347,7 +347,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         if error.code == .unimplemented {
             fields.append(.init(name: "grpc-accept-encoding", value: MessageEncoding.advertised))
         }
-        fields += statusFields(error.code, message: error.message, details: error.details, trailers: error.trailers)
+        fields += StatusTrailers.fields(error.code, message: error.message, details: error.details, trailers: error.trailers)
         try? session.submitResponse(fields, streamID: streamID, endStream: true)
         session.resetAfterEndOfStream(streamID)
         scheduleFlush()
@@ -560,7 +560,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         stream.statusSent = true
         var trailers = stream.context.trailers
         trailers.add(contentsOf: extraTrailers)
-        let status = statusFields(
+        let status = StatusTrailers.fields(
             code, message: message, details: details, encodedDetails: encodedDetails, trailers: trailers)
         if stream.headersSent {
             session.finishStream(stream.streamID, trailers: status)
@@ -579,32 +579,6 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             waiter.resume(throwing: RPCError(.cancelled, "the call has ended"))
         }
         scheduleFlush()
-    }
-
-    /// `encodedDetails`: `grpc-status-details-bin` as received from another server, passed on unchanged.
-    private func statusFields(
-        _ code: RPCStatusCode, message: String, details: [Google_Protobuf_Any], encodedDetails: [UInt8]? = nil,
-        trailers: Metadata
-    ) -> [HTTP2HeaderField] {
-        var fields = [HTTP2HeaderField(name: "grpc-status", value: String(code.rawValue))]
-        if !message.isEmpty {
-            fields.append(.init(name: "grpc-message", value: PercentEncoding.encode(message)))
-        }
-        if let encodedDetails {
-            fields.append(.init(name: "grpc-status-details-bin", value: Base64.encode(encodedDetails, padding: false)))
-        } else if !details.isEmpty {
-            var status = Google_Rpc_Status()
-            status.code = Int32(code.rawValue)
-            status.message = message
-            status.details = details
-            if let bytes: [UInt8] = try? status.serializedBytes() {
-                fields.append(.init(name: "grpc-status-details-bin", value: Base64.encode(bytes, padding: false)))
-            }
-        }
-        trailers.forEachHeaderField { name, value, neverIndexed in
-            if !name.hasPrefix("grpc-") { fields.append(.init(name: name, value: value, neverIndexed: neverIndexed)) }
-        }
-        return fields
     }
 
     // MARK: Output
@@ -773,100 +747,5 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         case .v6: "ipv6:[\(address.ipAddress ?? "?")]:\(address.port ?? 0)"
         case .unixDomainSocket: "unix:\(address.pathname ?? "")"
         }
-    }
-}
-
-/// What a ``UnaryCallForwarder`` answers its call through: the stream's connection, on its event loop.
-struct EventLoopCallResponder: ForwardedCallResponder {
-    let connection: NIOLoopBound<ServerConnectionHandler>
-    let streamID: Int32
-
-    func sendResponse(_ payload: ByteBuffer, compressed: Bool) {
-        _ = connection.value.sendResponse(payload, compressed: compressed, streamID: streamID)
-    }
-
-    func finish(_ outcome: Result<Void, any Error>) {
-        connection.value.handlerFinished(streamID: streamID, outcome: outcome)
-    }
-
-    func onCancel(_ cancel: @escaping @Sendable () -> Void) {
-        connection.value.onForwardedCallCancelled(streamID: streamID, cancel)
-    }
-
-    func continueInTask(_ handler: @escaping @Sendable (any ServerCallTransport) async throws -> Void) {
-        connection.value.continueForwardedCallInTask(streamID: streamID, handler)
-    }
-}
-
-/// One call on the connection, owned by the handler (event loop only).
-final class ServerStream {
-    let streamID: Int32
-    let context: ServerContext
-    let transport: ServerStreamTransport
-    let requestEncoding: MessageEncoding?
-    let acceptsGzip: Bool
-    var deframer: MessageDeframer
-    var task: Task<Void, Never>?
-    /// Cancels the backend call of a call a ``UnaryCallForwarder`` took, while it runs.
-    var cancelForwarding: (@Sendable () -> Void)?
-    /// The handler returned or threw (possibly before `task` was even assigned, when it never suspended).
-    var handlerFinished = false
-    /// When the call's deadline passes (the connection's ``ConnectionDeadlineTimer`` ends it then).
-    var timerDeadline: NIODeadline?
-    var headersSent = false
-    var statusSent = false
-    var requestsEnded = false
-    var responseEncoding: MessageEncoding = .identity
-    var responseWaiter: UnsafeContinuation<Void, any Error>?
-    /// Received bytes whose flow-control credit is held back (back-pressure).
-    var withheldBytes = 0
-
-    init(
-        streamID: Int32, context: ServerContext, transport: ServerStreamTransport, requestEncoding: MessageEncoding?,
-        acceptsGzip: Bool, maxReceiveMessageSize: Int
-    ) {
-        self.streamID = streamID
-        self.context = context
-        self.transport = transport
-        self.requestEncoding = requestEncoding
-        self.acceptsGzip = acceptsGzip
-        self.deframer = MessageDeframer(maxMessageSize: maxReceiveMessageSize)
-    }
-
-    /// Stops everything running for the call: the handler is cancelled and its reads and writes fail.
-    func abandon(error: any Error) {
-        task?.cancel()
-        task = nil
-        if let cancel = cancelForwarding {
-            cancelForwarding = nil
-            cancel()
-        }
-        transport.failRequests(error)
-        if let waiter = responseWaiter {
-            responseWaiter = nil
-            waiter.resume(throwing: error)
-        }
-    }
-}
-
-/// Ping strikes (gRFC A8): pings closer together than the policy allows count; HEADERS or DATA sent reset them.
-struct KeepalivePolicy {
-    private var strikes = 0
-    private var lastPing: NIODeadline?
-
-    /// Records a ping; false when the client has used up its strikes.
-    mutating func pingReceived(hasActiveCalls: Bool, policy: RPCServerConfiguration.Keepalive) -> Bool {
-        let now = NIODeadline.now()
-        let minimum =
-            hasActiveCalls || policy.permitPingsWithoutCalls
-            ? TimeAmount(policy.minPingIntervalWithCalls) : .hours(2)
-        if let lastPing, now - lastPing < minimum { strikes += 1 }
-        lastPing = now
-        return strikes <= policy.maxPingStrikes
-    }
-
-    mutating func dataOrHeadersSent() {
-        strikes = 0
-        lastPing = nil
     }
 }
