@@ -161,8 +161,7 @@ public enum PostgresMigrations {
     }
 
     static func advisoryLockKey(schema: String) -> Int64 {
-        let digest = SHA256.hash(Array("habitflow.migrations.\(schema)".utf8))
-        return digest.prefix(8).reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        PostgresConnection.advisoryLockKey(named: "habitflow.migrations.\(schema)")
     }
 
     private static func applyLocked(

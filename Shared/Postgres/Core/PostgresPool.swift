@@ -1,4 +1,5 @@
 public import Logging
+internal import HabitFlowCrypto
 internal import NIOPosix
 internal import Synchronization
 
@@ -365,6 +366,12 @@ public struct PostgresConnection: PostgresQueryable {
 
     /// The server version, for example `150018` for 15.18.
     public var serverVersion: Int { connection.serverVersion }
+
+    /// The advisory lock key for a lock `name` (the first 8 bytes of its SHA-256): the same name gives the same key in
+    /// every process.
+    public static func advisoryLockKey(named name: String) -> Int64 {
+        SHA256.hash(Array(name.utf8)).prefix(8).reduce(Int64(0)) { $0 << 8 | Int64($1) }
+    }
 }
 
 /// Something statements can run on: the pool (one lease per statement), a leased connection or a transaction.

@@ -393,12 +393,11 @@ public final class OutboxRelay: Sendable {
 
     /// The fan-out's lock: the key the relay of the previous release held for its whole pass.
     static func lockKey(schema: String) -> Int64 {
-        SHA256.hash(Array("habitflow.outbox.\(schema)".utf8)).prefix(8).reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        PostgresConnection.advisoryLockKey(named: "habitflow.outbox.\(schema)")
     }
 
     static func lockKey(schema: String, subscriber: String) -> Int64 {
-        SHA256.hash(Array("habitflow.outbox.\(schema).delivery.\(subscriber)".utf8)).prefix(8)
-            .reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        PostgresConnection.advisoryLockKey(named: "habitflow.outbox.\(schema).delivery.\(subscriber)")
     }
 }
 
