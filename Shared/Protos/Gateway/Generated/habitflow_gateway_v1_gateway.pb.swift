@@ -69,6 +69,61 @@ public nonisolated enum Habitflow_Gateway_V1_DashboardPart: SwiftProtobuf.Enum, 
 
 }
 
+/// What a goal is now (the goals service's GoalStatus, same numbers).
+public nonisolated enum Habitflow_Gateway_V1_GoalStatus: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+  case notStarted // = 1
+  case inProgress // = 2
+  case paused // = 3
+  case completed // = 4
+  case expired // = 5
+  case archived // = 6
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .notStarted
+    case 2: self = .inProgress
+    case 3: self = .paused
+    case 4: self = .completed
+    case 5: self = .expired
+    case 6: self = .archived
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .notStarted: return 1
+    case .inProgress: return 2
+    case .paused: return 3
+    case .completed: return 4
+    case .expired: return 5
+    case .archived: return 6
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Habitflow_Gateway_V1_GoalStatus] = [
+    .unspecified,
+    .notStarted,
+    .inProgress,
+    .paused,
+    .completed,
+    .expired,
+    .archived,
+  ]
+
+}
+
 public nonisolated struct Habitflow_Gateway_V1_GetDashboardRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -171,11 +226,56 @@ public nonisolated struct Habitflow_Gateway_V1_Dashboard: @unchecked Sendable {
     set {_uniqueStorage()._missingParts = newValue}
   }
 
+  /// The caller's goals that are active or paused and have not ended, with their progress, ordered by category, then
+  /// creation (goals service).
+  public var goals: [Habitflow_Gateway_V1_GoalProgress] {
+    get {_storage._goals}
+    set {_uniqueStorage()._goals = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// One goal on the dashboard (GetGoal on habitflow.goals.v1.GoalsService has the whole goal).
+public nonisolated struct Habitflow_Gateway_V1_GoalProgress: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var goalID: String = String()
+
+  public var title: String = String()
+
+  /// One emoji; empty: none.
+  public var icon: String = String()
+
+  /// Empty: Uncategorized.
+  public var categoryID: String = String()
+
+  public var status: Habitflow_Gateway_V1_GoalStatus = .unspecified
+
+  /// The card's figure, for example "3/5", "75/100", "Done this week".
+  public var display: String = String()
+
+  /// 0..100.
+  public var percent: Int32 = 0
+
+  /// Weekly goals: weeks met ÷ weeks so far; other goals: percent.
+  public var overallPercent: Int32 = 0
+
+  /// This week's target met (weekly goals) or the goal's target reached.
+  public var thisWeekMet: Bool = false
+
+  /// Shared with a partner.
+  public var shared: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 /// A calendar day in the caller's time zone (shaped like google.type.Date).
@@ -282,6 +382,10 @@ nonisolated extension Habitflow_Gateway_V1_DashboardPart: SwiftProtobuf._ProtoNa
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0DASHBOARD_PART_UNSPECIFIED\0\u{1}DASHBOARD_PART_HABITS\0\u{1}DASHBOARD_PART_GOALS\0\u{1}DASHBOARD_PART_LEADERBOARD\0")
 }
 
+nonisolated extension Habitflow_Gateway_V1_GoalStatus: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0GOAL_STATUS_UNSPECIFIED\0\u{1}GOAL_STATUS_NOT_STARTED\0\u{1}GOAL_STATUS_IN_PROGRESS\0\u{1}GOAL_STATUS_PAUSED\0\u{1}GOAL_STATUS_COMPLETED\0\u{1}GOAL_STATUS_EXPIRED\0\u{1}GOAL_STATUS_ARCHIVED\0")
+}
+
 nonisolated extension Habitflow_Gateway_V1_GetDashboardRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".GetDashboardRequest"
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
@@ -343,7 +447,7 @@ nonisolated extension Habitflow_Gateway_V1_MissingPart: SwiftProtobuf.Message, S
 
 nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Dashboard"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}week_name\0\u{3}start_date\0\u{3}end_date\0\u{1}today\0\u{3}time_zone\0\u{3}weekly_score\0\u{1}habits\0\u{3}category_scores\0\u{3}missing_parts\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}week_name\0\u{3}start_date\0\u{3}end_date\0\u{1}today\0\u{3}time_zone\0\u{3}weekly_score\0\u{1}habits\0\u{3}category_scores\0\u{3}missing_parts\0\u{1}goals\0")
 
   fileprivate class _StorageClass {
     var _weekName: String = String()
@@ -355,6 +459,7 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
     var _habits: [Habitflow_Gateway_V1_HabitProgress] = []
     var _categoryScores: [Habitflow_Gateway_V1_CategoryScore] = []
     var _missingParts: [Habitflow_Gateway_V1_MissingPart] = []
+    var _goals: [Habitflow_Gateway_V1_GoalProgress] = []
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -374,6 +479,7 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
       _habits = source._habits
       _categoryScores = source._categoryScores
       _missingParts = source._missingParts
+      _goals = source._goals
     }
   }
 
@@ -401,6 +507,7 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
         case 7: try { try decoder.decodeRepeatedMessageField(value: &_storage._habits) }()
         case 8: try { try decoder.decodeRepeatedMessageField(value: &_storage._categoryScores) }()
         case 9: try { try decoder.decodeRepeatedMessageField(value: &_storage._missingParts) }()
+        case 10: try { try decoder.decodeRepeatedMessageField(value: &_storage._goals) }()
         default: break
         }
       }
@@ -440,6 +547,9 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
       if !_storage._missingParts.isEmpty {
         try visitor.visitRepeatedMessageField(value: _storage._missingParts, fieldNumber: 9)
       }
+      if !_storage._goals.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._goals, fieldNumber: 10)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -458,10 +568,86 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
         if _storage._habits != rhs_storage._habits {return false}
         if _storage._categoryScores != rhs_storage._categoryScores {return false}
         if _storage._missingParts != rhs_storage._missingParts {return false}
+        if _storage._goals != rhs_storage._goals {return false}
         return true
       }
       if !storagesAreEqual {return false}
     }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Gateway_V1_GoalProgress: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GoalProgress"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}goal_id\0\u{1}title\0\u{1}icon\0\u{3}category_id\0\u{1}status\0\u{1}display\0\u{1}percent\0\u{3}overall_percent\0\u{3}this_week_met\0\u{1}shared\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.goalID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.title) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.icon) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.categoryID) }()
+      case 5: try { try decoder.decodeSingularEnumField(value: &self.status) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.display) }()
+      case 7: try { try decoder.decodeSingularInt32Field(value: &self.percent) }()
+      case 8: try { try decoder.decodeSingularInt32Field(value: &self.overallPercent) }()
+      case 9: try { try decoder.decodeSingularBoolField(value: &self.thisWeekMet) }()
+      case 10: try { try decoder.decodeSingularBoolField(value: &self.shared) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.goalID.isEmpty {
+      try visitor.visitSingularStringField(value: self.goalID, fieldNumber: 1)
+    }
+    if !self.title.isEmpty {
+      try visitor.visitSingularStringField(value: self.title, fieldNumber: 2)
+    }
+    if !self.icon.isEmpty {
+      try visitor.visitSingularStringField(value: self.icon, fieldNumber: 3)
+    }
+    if !self.categoryID.isEmpty {
+      try visitor.visitSingularStringField(value: self.categoryID, fieldNumber: 4)
+    }
+    if self.status != .unspecified {
+      try visitor.visitSingularEnumField(value: self.status, fieldNumber: 5)
+    }
+    if !self.display.isEmpty {
+      try visitor.visitSingularStringField(value: self.display, fieldNumber: 6)
+    }
+    if self.percent != 0 {
+      try visitor.visitSingularInt32Field(value: self.percent, fieldNumber: 7)
+    }
+    if self.overallPercent != 0 {
+      try visitor.visitSingularInt32Field(value: self.overallPercent, fieldNumber: 8)
+    }
+    if self.thisWeekMet != false {
+      try visitor.visitSingularBoolField(value: self.thisWeekMet, fieldNumber: 9)
+    }
+    if self.shared != false {
+      try visitor.visitSingularBoolField(value: self.shared, fieldNumber: 10)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Gateway_V1_GoalProgress, rhs: Habitflow_Gateway_V1_GoalProgress) -> Bool {
+    if lhs.goalID != rhs.goalID {return false}
+    if lhs.title != rhs.title {return false}
+    if lhs.icon != rhs.icon {return false}
+    if lhs.categoryID != rhs.categoryID {return false}
+    if lhs.status != rhs.status {return false}
+    if lhs.display != rhs.display {return false}
+    if lhs.percent != rhs.percent {return false}
+    if lhs.overallPercent != rhs.overallPercent {return false}
+    if lhs.thisWeekMet != rhs.thisWeekMet {return false}
+    if lhs.shared != rhs.shared {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

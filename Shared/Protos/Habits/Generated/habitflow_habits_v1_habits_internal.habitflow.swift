@@ -11,17 +11,33 @@ public enum Habitflow_Habits_V1_HabitsInternal {
 
     public enum Method {
         public static let aggregateEntries = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "AggregateEntries")
+        public static let lookupHabits = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "LookupHabits")
+        public static let setUnitHolds = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "SetUnitHolds")
         public static let getWeeklyScores = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "GetWeeklyScores")
         public static let purgeUser = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "PurgeUser")
         public static let importEntries = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "ImportEntries")
-        public static let all: [MethodDescriptor] = [aggregateEntries, getWeeklyScores, purgeUser, importEntries]
+        public static let all: [MethodDescriptor] = [aggregateEntries, lookupHabits, setUnitHolds, getWeeklyScores, purgeUser, importEntries]
     }
 
     /// Implement this to serve habitflow.habits.v1.HabitsInternal.
     public protocol Handler: RPCService {
         /// Entries of some of a user's habits (deleted habits included) in a date range, counted and summed per habit and
         /// ISO week, for goal progress. Weeks without entries are left out. NOT_FOUND when a habit is not the user's.
+        ///
+        /// The answer carries the user's data version; a caller that cached an earlier answer passes its version as
+        /// `unless_version` and gets `unchanged` (and nothing else) while nothing of the user's changed since.
         func aggregateEntries(request: Habitflow_Habits_V1_AggregateEntriesRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_AggregateEntriesResponse
+
+        /// Some of a user's habits (deleted ones included) with their names and units, and the user's live categories in
+        /// display order, for checks and labels in other services. NOT_FOUND when a habit is not the user's.
+        func lookupHabits(request: Habitflow_Habits_V1_LookupHabitsRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_LookupHabitsResponse
+
+        /// Sets the habits whose unit one holder (a quantity goal) relies on: exactly `habit_ids`, replacing what that
+        /// holder held before (an empty list releases them all). While a habit is held, UpdateHabit refuses to change its
+        /// unit (FAILED_PRECONDITION, reason HABIT_UNIT_IN_USE). Refused, and nothing changes, when a habit is not the
+        /// user's (NOT_FOUND), is deleted (FAILED_PRECONDITION, HABIT_DELETED) or has another unit (FAILED_PRECONDITION,
+        /// UNIT_MISMATCH).
+        func setUnitHolds(request: Habitflow_Habits_V1_SetUnitHoldsRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_SetUnitHoldsResponse
 
         /// Weekly scores of up to 100 users for one week, with their number of habits that week, for leaderboards. A user
         /// the service has never seen scores 0/0.
@@ -57,12 +73,38 @@ public enum Habitflow_Habits_V1_HabitsInternal {
 
         /// Entries of some of a user's habits (deleted habits included) in a date range, counted and summed per habit and
         /// ISO week, for goal progress. Weeks without entries are left out. NOT_FOUND when a habit is not the user's.
+        ///
+        /// The answer carries the user's data version; a caller that cached an earlier answer passes its version as
+        /// `unless_version` and gets `unchanged` (and nothing else) while nothing of the user's changed since.
         public func aggregateEntries(_ request: Habitflow_Habits_V1_AggregateEntriesRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Habits_V1_AggregateEntriesResponse {
             try await aggregateEntriesWithMetadata(request, options: options).message
         }
 
         public func aggregateEntriesWithMetadata(_ request: Habitflow_Habits_V1_AggregateEntriesRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Habits_V1_AggregateEntriesResponse> {
             try await transport.unary(Habitflow_Habits_V1_HabitsInternal.Method.aggregateEntries, request, options: options, idempotentByDefault: true)
+        }
+
+        /// Some of a user's habits (deleted ones included) with their names and units, and the user's live categories in
+        /// display order, for checks and labels in other services. NOT_FOUND when a habit is not the user's.
+        public func lookupHabits(_ request: Habitflow_Habits_V1_LookupHabitsRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Habits_V1_LookupHabitsResponse {
+            try await lookupHabitsWithMetadata(request, options: options).message
+        }
+
+        public func lookupHabitsWithMetadata(_ request: Habitflow_Habits_V1_LookupHabitsRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Habits_V1_LookupHabitsResponse> {
+            try await transport.unary(Habitflow_Habits_V1_HabitsInternal.Method.lookupHabits, request, options: options, idempotentByDefault: true)
+        }
+
+        /// Sets the habits whose unit one holder (a quantity goal) relies on: exactly `habit_ids`, replacing what that
+        /// holder held before (an empty list releases them all). While a habit is held, UpdateHabit refuses to change its
+        /// unit (FAILED_PRECONDITION, reason HABIT_UNIT_IN_USE). Refused, and nothing changes, when a habit is not the
+        /// user's (NOT_FOUND), is deleted (FAILED_PRECONDITION, HABIT_DELETED) or has another unit (FAILED_PRECONDITION,
+        /// UNIT_MISMATCH).
+        public func setUnitHolds(_ request: Habitflow_Habits_V1_SetUnitHoldsRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Habits_V1_SetUnitHoldsResponse {
+            try await setUnitHoldsWithMetadata(request, options: options).message
+        }
+
+        public func setUnitHoldsWithMetadata(_ request: Habitflow_Habits_V1_SetUnitHoldsRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Habits_V1_SetUnitHoldsResponse> {
+            try await transport.unary(Habitflow_Habits_V1_HabitsInternal.Method.setUnitHolds, request, options: options, idempotentByDefault: true)
         }
 
         /// Weekly scores of up to 100 users for one week, with their number of habits that week, for leaderboards. A user
@@ -110,6 +152,8 @@ extension Habitflow_Habits_V1_HabitsInternal.Handler {
     public var methods: [ServerMethod] {
         [
             .unary(Habitflow_Habits_V1_HabitsInternal.Method.aggregateEntries) { try await self.aggregateEntries(request: $0, context: $1) },
+            .unary(Habitflow_Habits_V1_HabitsInternal.Method.lookupHabits) { try await self.lookupHabits(request: $0, context: $1) },
+            .unary(Habitflow_Habits_V1_HabitsInternal.Method.setUnitHolds) { try await self.setUnitHolds(request: $0, context: $1) },
             .unary(Habitflow_Habits_V1_HabitsInternal.Method.getWeeklyScores) { try await self.getWeeklyScores(request: $0, context: $1) },
             .unary(Habitflow_Habits_V1_HabitsInternal.Method.purgeUser) { try await self.purgeUser(request: $0, context: $1) },
             .unary(Habitflow_Habits_V1_HabitsInternal.Method.importEntries) { try await self.importEntries(request: $0, context: $1) },

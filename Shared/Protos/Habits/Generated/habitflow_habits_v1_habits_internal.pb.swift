@@ -27,7 +27,7 @@ public nonisolated struct Habitflow_Habits_V1_AggregateEntriesRequest: Sendable 
 
   public var userID: String = String()
 
-  /// 1..100 habit ids of that user.
+  /// 0..100 habit ids of that user, no repeats.
   public var habitIds: [String] = []
 
   /// Inclusive range of at most 4,000 days.
@@ -49,12 +49,27 @@ public nonisolated struct Habitflow_Habits_V1_AggregateEntriesRequest: Sendable 
   /// Clears the value of `endDate`. Subsequent reads from it will return its default value.
   public mutating func clearEndDate() {self._endDate = nil}
 
+  /// The `version` of an earlier answer to the same request: while it is still the user's version, the answer is
+  /// only `unchanged` and `version`.
+  public var unlessVersion: Int64 {
+    get {_unlessVersion ?? 0}
+    set {_unlessVersion = newValue}
+  }
+  /// Returns true if `unlessVersion` has been explicitly set.
+  public var hasUnlessVersion: Bool {self._unlessVersion != nil}
+  /// Clears the value of `unlessVersion`. Subsequent reads from it will return its default value.
+  public mutating func clearUnlessVersion() {self._unlessVersion = nil}
+
+  /// Also answer the habits' names and units and the user's categories (as LookupHabits does).
+  public var includeDetails: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _startDate: Habitflow_Habits_V1_LocalDate? = nil
   fileprivate var _endDate: Habitflow_Habits_V1_LocalDate? = nil
+  fileprivate var _unlessVersion: Int64? = nil
 }
 
 public nonisolated struct Habitflow_Habits_V1_AggregateEntriesResponse: Sendable {
@@ -64,6 +79,119 @@ public nonisolated struct Habitflow_Habits_V1_AggregateEntriesResponse: Sendable
 
   /// Ordered by habit (as requested), then week.
   public var aggregates: [Habitflow_Habits_V1_HabitWeekAggregate] = []
+
+  /// The user's data version: it changes with every write of the user's in the habits service (entries, habits,
+  /// categories).
+  public var version: Int64 = 0
+
+  /// `unless_version` is still current: nothing else is set.
+  public var unchanged: Bool = false
+
+  /// With include_details: the requested habits in request order, and the user's live categories.
+  public var habits: [Habitflow_Habits_V1_HabitSummary] = []
+
+  public var categories: [Habitflow_Habits_V1_CategorySummary] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Habits_V1_LookupHabitsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var userID: String = String()
+
+  /// 0..100 habit ids of that user, no repeats.
+  public var habitIds: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Habits_V1_LookupHabitsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// In request order.
+  public var habits: [Habitflow_Habits_V1_HabitSummary] = []
+
+  /// The user's live categories in display order.
+  public var categories: [Habitflow_Habits_V1_CategorySummary] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Habits_V1_HabitSummary: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var habitID: String = String()
+
+  public var name: String = String()
+
+  /// Empty: none (a plain done/not-done habit).
+  public var unit: String = String()
+
+  /// Empty: Uncategorized.
+  public var categoryID: String = String()
+
+  public var deleted: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Habits_V1_CategorySummary: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var categoryID: String = String()
+
+  public var name: String = String()
+
+  /// Display order, 0 first.
+  public var position: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Habits_V1_SetUnitHoldsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var userID: String = String()
+
+  /// Who relies on the units, for example "goal:<uuid>"; 1..100 characters.
+  public var holder: String = String()
+
+  /// 0..100 habit ids of the user's, no repeats: everything the holder holds after the call.
+  public var habitIds: [String] = []
+
+  /// The unit every listed habit must have (1..20 characters); ignored when habit_ids is empty.
+  public var unit: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Habits_V1_SetUnitHoldsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -288,7 +416,7 @@ fileprivate nonisolated let _protobuf_package = "habitflow.habits.v1"
 
 nonisolated extension Habitflow_Habits_V1_AggregateEntriesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AggregateEntriesRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{3}habit_ids\0\u{3}start_date\0\u{3}end_date\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{3}habit_ids\0\u{3}start_date\0\u{3}end_date\0\u{3}unless_version\0\u{3}include_details\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -300,6 +428,8 @@ nonisolated extension Habitflow_Habits_V1_AggregateEntriesRequest: SwiftProtobuf
       case 2: try { try decoder.decodeRepeatedStringField(value: &self.habitIds) }()
       case 3: try { try decoder.decodeSingularMessageField(value: &self._startDate) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._endDate) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self._unlessVersion) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.includeDetails) }()
       default: break
       }
     }
@@ -322,6 +452,12 @@ nonisolated extension Habitflow_Habits_V1_AggregateEntriesRequest: SwiftProtobuf
     try { if let v = self._endDate {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
     } }()
+    try { if let v = self._unlessVersion {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 5)
+    } }()
+    if self.includeDetails != false {
+      try visitor.visitSingularBoolField(value: self.includeDetails, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -330,6 +466,8 @@ nonisolated extension Habitflow_Habits_V1_AggregateEntriesRequest: SwiftProtobuf
     if lhs.habitIds != rhs.habitIds {return false}
     if lhs._startDate != rhs._startDate {return false}
     if lhs._endDate != rhs._endDate {return false}
+    if lhs._unlessVersion != rhs._unlessVersion {return false}
+    if lhs.includeDetails != rhs.includeDetails {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -337,7 +475,7 @@ nonisolated extension Habitflow_Habits_V1_AggregateEntriesRequest: SwiftProtobuf
 
 nonisolated extension Habitflow_Habits_V1_AggregateEntriesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AggregateEntriesResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}aggregates\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}aggregates\0\u{1}version\0\u{1}unchanged\0\u{1}habits\0\u{1}categories\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -346,6 +484,10 @@ nonisolated extension Habitflow_Habits_V1_AggregateEntriesResponse: SwiftProtobu
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.aggregates) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.version) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.unchanged) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.habits) }()
+      case 5: try { try decoder.decodeRepeatedMessageField(value: &self.categories) }()
       default: break
       }
     }
@@ -355,11 +497,251 @@ nonisolated extension Habitflow_Habits_V1_AggregateEntriesResponse: SwiftProtobu
     if !self.aggregates.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.aggregates, fieldNumber: 1)
     }
+    if self.version != 0 {
+      try visitor.visitSingularInt64Field(value: self.version, fieldNumber: 2)
+    }
+    if self.unchanged != false {
+      try visitor.visitSingularBoolField(value: self.unchanged, fieldNumber: 3)
+    }
+    if !self.habits.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.habits, fieldNumber: 4)
+    }
+    if !self.categories.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.categories, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Habitflow_Habits_V1_AggregateEntriesResponse, rhs: Habitflow_Habits_V1_AggregateEntriesResponse) -> Bool {
     if lhs.aggregates != rhs.aggregates {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.unchanged != rhs.unchanged {return false}
+    if lhs.habits != rhs.habits {return false}
+    if lhs.categories != rhs.categories {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Habits_V1_LookupHabitsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LookupHabitsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{3}habit_ids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.userID) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.habitIds) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.userID.isEmpty {
+      try visitor.visitSingularStringField(value: self.userID, fieldNumber: 1)
+    }
+    if !self.habitIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.habitIds, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Habits_V1_LookupHabitsRequest, rhs: Habitflow_Habits_V1_LookupHabitsRequest) -> Bool {
+    if lhs.userID != rhs.userID {return false}
+    if lhs.habitIds != rhs.habitIds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Habits_V1_LookupHabitsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LookupHabitsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}habits\0\u{1}categories\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.habits) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.categories) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.habits.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.habits, fieldNumber: 1)
+    }
+    if !self.categories.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.categories, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Habits_V1_LookupHabitsResponse, rhs: Habitflow_Habits_V1_LookupHabitsResponse) -> Bool {
+    if lhs.habits != rhs.habits {return false}
+    if lhs.categories != rhs.categories {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Habits_V1_HabitSummary: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".HabitSummary"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}habit_id\0\u{1}name\0\u{1}unit\0\u{3}category_id\0\u{1}deleted\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.habitID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.unit) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.categoryID) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.deleted) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.habitID.isEmpty {
+      try visitor.visitSingularStringField(value: self.habitID, fieldNumber: 1)
+    }
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 2)
+    }
+    if !self.unit.isEmpty {
+      try visitor.visitSingularStringField(value: self.unit, fieldNumber: 3)
+    }
+    if !self.categoryID.isEmpty {
+      try visitor.visitSingularStringField(value: self.categoryID, fieldNumber: 4)
+    }
+    if self.deleted != false {
+      try visitor.visitSingularBoolField(value: self.deleted, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Habits_V1_HabitSummary, rhs: Habitflow_Habits_V1_HabitSummary) -> Bool {
+    if lhs.habitID != rhs.habitID {return false}
+    if lhs.name != rhs.name {return false}
+    if lhs.unit != rhs.unit {return false}
+    if lhs.categoryID != rhs.categoryID {return false}
+    if lhs.deleted != rhs.deleted {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Habits_V1_CategorySummary: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CategorySummary"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}category_id\0\u{1}name\0\u{1}position\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.categoryID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.position) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.categoryID.isEmpty {
+      try visitor.visitSingularStringField(value: self.categoryID, fieldNumber: 1)
+    }
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 2)
+    }
+    if self.position != 0 {
+      try visitor.visitSingularInt32Field(value: self.position, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Habits_V1_CategorySummary, rhs: Habitflow_Habits_V1_CategorySummary) -> Bool {
+    if lhs.categoryID != rhs.categoryID {return false}
+    if lhs.name != rhs.name {return false}
+    if lhs.position != rhs.position {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Habits_V1_SetUnitHoldsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetUnitHoldsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{1}holder\0\u{3}habit_ids\0\u{1}unit\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.userID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.holder) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.habitIds) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.unit) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.userID.isEmpty {
+      try visitor.visitSingularStringField(value: self.userID, fieldNumber: 1)
+    }
+    if !self.holder.isEmpty {
+      try visitor.visitSingularStringField(value: self.holder, fieldNumber: 2)
+    }
+    if !self.habitIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.habitIds, fieldNumber: 3)
+    }
+    if !self.unit.isEmpty {
+      try visitor.visitSingularStringField(value: self.unit, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Habits_V1_SetUnitHoldsRequest, rhs: Habitflow_Habits_V1_SetUnitHoldsRequest) -> Bool {
+    if lhs.userID != rhs.userID {return false}
+    if lhs.holder != rhs.holder {return false}
+    if lhs.habitIds != rhs.habitIds {return false}
+    if lhs.unit != rhs.unit {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Habits_V1_SetUnitHoldsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetUnitHoldsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Habits_V1_SetUnitHoldsResponse, rhs: Habitflow_Habits_V1_SetUnitHoldsResponse) -> Bool {
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
