@@ -296,6 +296,29 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        .target(
+            name: "HabitFlowGoalsProtos",
+            dependencies: ["HabitFlowRPC", swiftProtobuf],
+            path: "Shared/Protos/Goals/Generated",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowGoals",
+            dependencies: [
+                "HabitFlowInternalCredential", "HabitFlowServiceAPI", "HabitFlowCalendar", "HabitFlowCrypto",
+                "HabitFlowEvents", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowOutbox",
+                "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit", logging, swiftProtobuf,
+            ],
+            path: "Services/Goals/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-goals",
+            dependencies: ["HabitFlowGoals", "HabitFlowServiceKit"],
+            path: "Services/Goals/Main",
+            swiftSettings: swiftSettings
+        ),
+
         // Generated code of Schemas/proto/habitflow/gateway (the gateway's own API: the dashboard).
         .target(
             name: "HabitFlowGatewayProtos",
@@ -398,7 +421,7 @@ let package = Package(
         // Helpers shared by several test targets (a throwaway PKI made with the openssl command line, a log capture).
         .target(
             name: "HabitFlowTestSupport",
-            dependencies: [logging],
+            dependencies: ["HabitFlowCalendar", "HabitFlowInternalCredential", logging],
             path: "Tests/Support",
             swiftSettings: swiftSettings
         ),
@@ -530,6 +553,17 @@ let package = Package(
                 "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceKit", logging, swiftProtobuf,
             ],
             path: "Tests/HabitsTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "GoalsTests",
+            dependencies: [
+                "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowEvents",
+                "HabitFlowGRPCProtos", "HabitFlowGoals", "HabitFlowGoalsProtos", "HabitFlowHabits",
+                "HabitFlowHabitsProtos", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient",
+                "HabitFlowRPCServer", "HabitFlowServiceKit", logging, swiftProtobuf,
+            ],
+            path: "Tests/GoalsTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(

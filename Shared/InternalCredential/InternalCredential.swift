@@ -33,6 +33,14 @@ public struct CallerIdentity: Sendable, Hashable {
         }
         return userID
     }
+
+    /// Refuses a call the gateway forwarded: an internal service (named `service` in the message) is for other
+    /// services only, even when a client reaches it through a misrouted gateway.
+    public static func requireServiceCaller(of service: String) throws(RPCError) {
+        if current?.caller == "gateway" {
+            throw RPCError.permissionDenied(reason: "INTERNAL_ONLY", "\(service) is for services, not clients")
+        }
+    }
 }
 
 /// The credential every call between HabitFlow processes carries (DESIGN.md section 2, identity inside the mesh): the

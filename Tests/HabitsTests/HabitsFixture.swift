@@ -29,22 +29,6 @@ let testLogger: Logger = {
     return logger
 }()
 
-/// "Now" per test user: the service reads the time through a ``UserClock`` that looks up the user of the call being
-/// served, so tests running in parallel on one host each put their own user on a week boundary or in a DST week.
-/// Users without a time set see the real clock.
-final class TestClocks: Sendable {
-    private let times = Mutex<[UUID: Date]>([:])
-
-    func set(_ instant: Date, for userID: UUID) { times.withLock { $0[userID] = instant } }
-
-    var clock: UserClock {
-        UserClock { [self] in
-            guard let userID = CallerIdentity.current?.userID else { return Date() }
-            return times.withLock { $0[userID] } ?? Date()
-        }
-    }
-}
-
 /// Stands in for the goals service: records the events the habits outbox relay delivers.
 final class EventRecorder: Habitflow_Events_V1_EventSubscriber.Handler {
     private let received = Mutex<[Habitflow_Events_V1_EventEnvelope]>([])

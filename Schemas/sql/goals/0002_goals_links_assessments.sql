@@ -129,3 +129,15 @@ CREATE TABLE assessments (
 
 CREATE INDEX assessments_by_goal ON assessments (user_id, goal_id, local_date) WHERE deleted_at IS NULL;
 CREATE INDEX assessments_changes ON assessments (user_id, change_seq);
+
+-- Goals with their target periods (oldest first; weeks as days since 1970-01-01, values as text for exact
+-- decimals), the shape every goal read uses.
+CREATE VIEW goal_details AS
+SELECT g.*, t.target_weeks, t.target_values
+FROM goals g
+CROSS JOIN LATERAL (
+    SELECT array_agg((gt.week_start - DATE '1970-01-01') ORDER BY gt.week_start) AS target_weeks,
+           array_agg(gt.value::text ORDER BY gt.week_start) AS target_values
+    FROM goal_targets gt
+    WHERE gt.user_id = g.user_id AND gt.goal_id = g.id
+) t;

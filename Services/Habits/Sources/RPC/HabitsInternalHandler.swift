@@ -19,9 +19,7 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
 
     /// Defense in depth: the gateway never routes here, and a call it signs is refused should it try.
     private func requireServiceCaller() throws {
-        if CallerIdentity.current?.caller == "gateway" {
-            throw RPCError.permissionDenied(reason: "INTERNAL_ONLY", "HabitsInternal is for services, not clients")
-        }
+        try CallerIdentity.requireServiceCaller(of: "HabitsInternal")
     }
 
     func aggregateEntries(

@@ -1,40 +1,9 @@
 internal import HabitFlowCalendar
+internal import HabitFlowServiceAPI
 public import Foundation
 internal import HabitFlowHabitsProtos
 internal import SwiftProtobuf
 internal import Synchronization
-
-/// A dictionary that keeps at most `capacity` keys: storing a new key when full drops the key stored longest ago
-/// (first in, first out). Reads do not reorder, so a read stays one dictionary lookup.
-struct BoundedMap<Key: Hashable, Value> {
-    let capacity: Int
-    private var values: [Key: Value] = [:]
-    /// The keys in the order they were first stored, as a ring: `oldest` is the next to go when full.
-    private var order: [Key] = []
-    private var oldest = 0
-
-    init(capacity: Int) {
-        precondition(capacity > 0, "a BoundedMap needs room for one key")
-        self.capacity = capacity
-    }
-
-    subscript(key: Key) -> Value? { values[key] }
-
-    var count: Int { values.count }
-
-    mutating func store(_ value: Value, for key: Key) {
-        if values.updateValue(value, forKey: key) != nil { return }
-        if order.count < capacity {
-            order.append(key)
-            return
-        }
-        values.removeValue(forKey: order[oldest])
-        order[oldest] = key
-        oldest = (oldest + 1) % capacity
-    }
-}
-
-extension BoundedMap: Sendable where Key: Sendable, Value: Sendable {}
 
 /// Week views per user, served again while the user's version (stored zone and change-sequence value) is the one
 /// they were read at.

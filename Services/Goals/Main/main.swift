@@ -1,0 +1,4 @@
+import HabitFlowGoals
+import HabitFlowServiceKit
+
+await ServiceMain.run(GoalsServiceDefinition.make())

@@ -1,0 +1,33 @@
+public import HabitFlowCalendar
+internal import HabitFlowGoalsProtos
+internal import HabitFlowHabitsProtos
+internal import HabitFlowOutbox
+public import HabitFlowServiceKit
+
+/// The goals service: goals of every type and horizon, their links to habits, assessments, and the progress derived
+/// from habits' entries (DESIGN.md sections 3 and 3a).
+///
+/// Serves `GoalsService` (public, through the gateway), `GoalsInternal` (other services) and `EventSubscriber`
+/// (auth's account events, habits' category and habit deletions); calls `HabitsInternal` for entry totals, habit
+/// details and unit holds. Publishes nothing yet.
+public enum GoalsServiceDefinition {
+    /// - Parameters:
+    ///   - clock: where "now" comes from; tests pass their own.
+    ///   - progressCacheCapacity: users whose goals' progress is kept between reads (0 keeps none).
+    public static func make(clock: UserClock = .system, progressCacheCapacity: Int = 4_096) -> ServiceDefinition {
+        ServiceDefinition(name: "goals", descriptorSets: [HabitFlowGoalsProtosDescriptorSet.base64], eventRoutes: [:])
+        { runtime in
+            let store = GoalsStore(pool: runtime.pool)
+            let habits = HabitsSource(client: Habitflow_Habits_V1_HabitsInternal.Client(
+                transport: try runtime.channel(to: "habits")))
+            let reader = GoalProgressReader(
+                store: store, habits: habits, clock: clock, capacity: max(progressCacheCapacity, 1))
+            let events = GoalsEvents(store: store, clock: clock, logger: runtime.logger)
+            return [
+                GoalsServiceHandler(store: store, reader: reader),
+                GoalsInternalHandler(store: store, reader: reader),
+                EventSubscriberService(pool: runtime.pool, consumer: GoalsEvents.consumer, apply: events.apply),
+            ]
+        }
+    }
+}

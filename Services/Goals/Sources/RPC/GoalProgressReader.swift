@@ -1,0 +1,140 @@
+internal import HabitFlowCalendar
+internal import Foundation
+internal import HabitFlowRPC
+internal import HabitFlowServiceAPI
+internal import Synchronization
+
+/// A user's live goals with their derived progress and status, as of one day, and what they were derived from.
+struct GoalsSnapshot: Sendable {
+    /// Goals' version of the user when it was read.
+    var version: UserVersion
+    var today: LocalDate
+    /// Habits' data version the progress was derived from.
+    var habitsVersion: Int64
+    var goals: UserGoals
+    var entries: EntryTotals
+    var habits: [UUID: HabitInfo]
+    var categories: [CategoryInfo]
+    /// Progress and status of each goal (evaluations without their weeks, which only history needs).
+    var progress: [UUID: (progress: GoalProgress, status: GoalStatus)]
+
+    /// The goals in list order: by the user's category order (Uncategorized, or a category habits no longer has,
+    /// last), then by creation.
+    var orderedGoals: [GoalRecord] {
+        let ranks = Dictionary(uniqueKeysWithValues: categories.map { ($0.id, $0.position) })
+        return goals.goals.sorted {
+            let left = $0.categoryID.flatMap { ranks[$0] } ?? Int.max
+            let right = $1.categoryID.flatMap { ranks[$0] } ?? Int.max
+            return (left, $0.createdSequence) < (right, $1.createdSequence)
+        }
+    }
+
+    func links(of goalID: UUID) -> [GoalLinkRecord] { goals.links[goalID] ?? [] }
+
+    func evaluation(of goal: GoalRecord) -> GoalEvaluation {
+        goal.evaluate(
+            links: links(of: goal.id), assessments: goals.assessments[goal.id] ?? [], entries: entries, today: today)
+    }
+}
+
+/// Reads users' goals with progress: at most one call to the habits service per read, and none of the goals
+/// tables while the user's goals version is unchanged.
+///
+/// A snapshot is served again while goals' version of the user (one primary-key lookup), the user's day and habits'
+/// version (the one call to habits, answered `unchanged` from a primary-key lookup there) are all the ones it was
+/// derived from: every figure comes out as a fresh derivation would, on every replica, with nothing to invalidate.
+/// Dropping the cache changes no answer, only its cost.
+final class GoalProgressReader: Sendable {
+    static let defaultCapacity = 4_096
+
+    let store: GoalsStore
+    let habits: HabitsSource
+    let clock: UserClock
+    private let snapshots: Mutex<BoundedMap<UUID, GoalsSnapshot>>
+
+    init(store: GoalsStore, habits: HabitsSource, clock: UserClock, capacity: Int = defaultCapacity) {
+        self.store = store
+        self.habits = habits
+        self.clock = clock
+        snapshots = Mutex(BoundedMap(capacity: capacity))
+    }
+
+    /// The user's goals with progress now.
+    func snapshot(of userID: UUID, options: CallOptions) async throws -> GoalsSnapshot {
+        let version = try await store.userVersion(userID, now: clock.now)
+        let today = clock.today(in: version.zone)
+        let cached = snapshots.withLock { $0[userID] }
+        if let cached, cached.version == version, cached.today == today {
+            if case .totals(let entries, let habitDetails, let categories, let habitsVersion) = try await aggregate(
+                for: cached.goals, user: userID, today: today, unlessVersion: cached.habitsVersion, options: options)
+            {
+                return remember(
+                    derive(cached.goals, today: today, entries: entries, habits: habitDetails, categories: categories,
+                        habitsVersion: habitsVersion), for: userID)
+            }
+            return cached
+        }
+        let goals = try await store.userGoals(user: userID, version: version)
+        guard case .totals(let entries, let habitDetails, let categories, let habitsVersion) = try await aggregate(
+            for: goals, user: userID, today: today, unlessVersion: nil, options: options)
+        else { throw RPCError(.internal, "the habits service answered unchanged to a request without a version") }
+        return remember(
+            derive(goals, today: today, entries: entries, habits: habitDetails, categories: categories,
+                habitsVersion: habitsVersion), for: userID)
+    }
+
+    /// Forgets every snapshot (tests compare the cached figures with fresh ones).
+    func dropAll() {
+        snapshots.withLock { $0 = BoundedMap(capacity: $0.capacity) }
+    }
+
+    private func remember(_ snapshot: GoalsSnapshot, for userID: UUID) -> GoalsSnapshot {
+        snapshots.withLock { $0.store(snapshot, for: userID) }
+        return snapshot
+    }
+
+    private func derive(
+        _ goals: UserGoals, today: LocalDate, entries: EntryTotals, habits: [UUID: HabitInfo],
+        categories: [CategoryInfo], habitsVersion: Int64
+    ) -> GoalsSnapshot {
+        var snapshot = GoalsSnapshot(
+            version: goals.version, today: today, habitsVersion: habitsVersion, goals: goals, entries: entries,
+            habits: habits, categories: categories, progress: [:])
+        for goal in goals.goals {
+            let evaluation = snapshot.evaluation(of: goal)
+            snapshot.progress[goal.id] = (evaluation.progress, evaluation.status)
+        }
+        return snapshot
+    }
+
+    /// One call to habits for every habit the goals link, over the weeks from the earliest goal's first through the
+    /// current one (at most 4,000 days back: goals older than that count their last 4,000 days). More than 100
+    /// linked habits take one call per 100, never answered `unchanged`.
+    private func aggregate(
+        for goals: UserGoals, user userID: UUID, today: LocalDate, unlessVersion: Int64?, options: CallOptions
+    ) async throws -> HabitsSource.Aggregate {
+        let habitIDs = Array(Set(goals.links.values.joined().map(\.habitID))).sorted { $0.uuidString < $1.uuidString }
+        let last = IsoWeek(containing: today).sunday
+        let earliest = goals.goals.map(\.startDate).min() ?? last
+        let first = max(earliest, last.adding(days: -(HabitsSource.maximumDaysPerCall - 1)))
+        guard habitIDs.count > HabitsSource.maximumHabitsPerCall else {
+            return try await habits.aggregate(
+                user: userID, habits: habitIDs, from: first, through: last, unlessVersion: unlessVersion,
+                options: options)
+        }
+        var entries = EntryTotals()
+        var details: [UUID: HabitInfo] = [:]
+        var categories: [CategoryInfo] = []
+        for start in stride(from: 0, to: habitIDs.count, by: HabitsSource.maximumHabitsPerCall) {
+            let chunk = Array(habitIDs[start..<min(start + HabitsSource.maximumHabitsPerCall, habitIDs.count)])
+            guard case .totals(let part, let partDetails, let partCategories, _) = try await habits.aggregate(
+                user: userID, habits: chunk, from: first, through: last, unlessVersion: nil, options: options)
+            else { continue }
+            entries.merge(part)
+            details.merge(partDetails) { $1 }
+            categories = partCategories
+        }
+        // A snapshot of several calls is never served again: -1 is no version habits answers.
+        return .totals(entries, habits: details, categories: categories, version: -1)
+    }
+}

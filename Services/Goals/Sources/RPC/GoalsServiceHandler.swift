@@ -1,0 +1,547 @@
+internal import HabitFlowInternalCredential
+internal import HabitFlowServiceAPI
+internal import HabitFlowCalendar
+internal import Foundation
+internal import HabitFlowGoalsProtos
+internal import HabitFlowRPC
+internal import SwiftProtobuf
+internal import HabitFlowCrypto
+
+/// `habitflow.goals.v1.GoalsService`: the public API, always on behalf of the user the gateway authenticated.
+///
+/// Every answer that carries a goal derives its progress through ``GoalProgressReader`` (one call to habits).
+struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
+    let store: GoalsStore
+    let reader: GoalProgressReader
+
+    static let goalPageSizes = PageSizeRule.standard
+    static let assessmentPageSizes = PageSizeRule.standard
+    static let changePageSizes = PageSizeRule(defaultSize: 500, maximum: 1000)
+    static let maximumHistoryWeeks = 530
+    static let maximumInitialLinks = 20
+
+    private var habits: HabitsSource { reader.habits }
+    private var clock: UserClock { reader.clock }
+
+    /// The calling user, known to the service from here on, with their today.
+    private func caller() async throws -> (id: UUID, today: LocalDate) {
+        let userID = try CallerIdentity.requireUser()
+        let version = try await store.userVersion(userID, now: clock.now)
+        return (userID, clock.today(in: version.zone))
+    }
+
+    /// A live goal of the user's with its progress now.
+    private func answer(_ goalID: UUID, user userID: UUID, context: ServerContext) async throws
+        -> Habitflow_Goals_V1_Goal
+    {
+        let snapshot = try await reader.snapshot(of: userID, options: CallOptions().propagating(from: context))
+        guard let goal = snapshot.goals.goals.first(where: { $0.id == goalID }) else {
+            throw GoalsError.goalNotFound(goalID)
+        }
+        return snapshot.proto(of: goal)
+    }
+
+    /// Among the user's goals that hold a slot by what is stored, those whose progress completed them: they do not
+    /// count toward the limit. Derived only when the stored count reaches the limit.
+    private func completedByProgress(user userID: UUID, today: LocalDate, context: ServerContext) async throws
+        -> Set<UUID>
+    {
+        let candidates = try await store.slotCandidates(user: userID, today: today)
+        guard candidates.count >= GoalRules.maximumActiveGoals else { return [] }
+        let snapshot = try await reader.snapshot(of: userID, options: CallOptions().propagating(from: context))
+        return Set(candidates.filter { snapshot.progress[$0]?.status == .completed })
+    }
+
+    private static func unitHolder(_ goalID: UUID) -> String { "goal:\(goalID.lowercasedString)" }
+
+    /// Checks with habits that each habit is the user's, live, and (for a quantity goal) in the goal's unit, and
+    /// that `categoryID` is one of the user's live categories.
+    private func requireHabits(
+        _ habitIDs: [UUID], unit: String?, category categoryID: UUID?, user userID: UUID, context: ServerContext
+    ) async throws {
+        guard categoryID != nil || !habitIDs.isEmpty else { return }
+        let found = try await habits.lookup(
+            user: userID, habits: habitIDs, options: CallOptions().propagating(from: context))
+        if let categoryID, !found.categories.contains(where: { $0.id == categoryID }) {
+            throw GoalsError.categoryNotFound(categoryID)
+        }
+        for habitID in habitIDs {
+            guard let habit = found.habits[habitID] else { throw GoalsError.habitNotFound(habitID) }
+            if habit.deleted { throw GoalsError.habitDeleted(habitID) }
+            if let unit, habit.unit != unit {
+                throw GoalsError.unitMismatch(habitID: habitID, habitUnit: habit.unit, goalUnit: unit)
+            }
+        }
+    }
+
+    // MARK: - Goals
+
+    func createGoal(
+        request: Habitflow_Goals_V1_CreateGoalRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Goal {
+        var validator = RequestValidator()
+        let id = validator.clientID(request.goalID, field: "goal_id")
+        let title = validator.name(request.title, field: "title", maximumLength: GoalRules.maximumTitleLength)
+        let description = validator.text(
+            request.description_p, field: "description", maximumLength: GoalRules.maximumDescriptionLength)
+        let icon = validator.icon(request.icon, field: "icon")
+        let categoryID = validator.optionalID(request.categoryID, field: "category_id")
+        let type = validator.type(request.type, field: "type")
+        let horizon = validator.horizon(request.horizon, field: "horizon")
+        let definition = validator.targetDefinition(request.target, type: type)
+        let parentID = validator.optionalID(request.parentGoalID, field: "parent_goal_id")
+        let conversationID = validator.text(
+            request.conversationID, field: "conversation_id", maximumLength: GoalRules.maximumConversationIDLength)
+        let habitIDs = validator.habitIDs(request.habitIds, field: "habit_ids", maximum: Self.maximumInitialLinks)
+        if type.isAssessed, !habitIDs.isEmpty {
+            validator.reject("habit_ids", "a \(type.rawValue) goal counts assessments, not habits")
+        }
+        let startDate = request.hasStartDate ? validator.date(request.startDate, field: "start_date") : nil
+        let targetDate = request.hasTargetDate ? validator.date(request.targetDate, field: "target_date") : nil
+        try validator.check()
+        let user = try await caller()
+        if let startDate, startDate > user.today {
+            throw RPCError.invalidArgument(field: "start_date", "must not be after today (\(user.today)), got \(startDate)")
+        }
+        if let id, let existing = try await store.goal(user: user.id, id: id) {
+            return existing.isDeleted
+                ? existing.proto(links: try await store.links(user: user.id, goal: id))
+                : try await answer(id, user: user.id, context: context)
+        }
+        let goalID = id ?? UUID.random()
+        try await requireHabits(habitIDs, unit: definition.unit, category: categoryID, user: user.id, context: context)
+        let holdsUnits = type == .quantity && !habitIDs.isEmpty
+        let options = CallOptions().propagating(from: context)
+        if holdsUnits, let unit = definition.unit {
+            try await habits.setUnitHolds(
+                user: user.id, holder: Self.unitHolder(goalID), habits: habitIDs, unit: unit, options: options)
+        }
+        let new = NewGoal(
+            id: goalID, title: title, description: description, icon: icon, categoryID: categoryID, type: type,
+            target: definition.value, unit: definition.unit, levels: definition.levels,
+            ratingScale: definition.ratingScale, horizon: horizon, parentGoalID: parentID,
+            startDate: IsoWeek(containing: startDate ?? user.today).monday, targetDate: targetDate,
+            conversationID: conversationID, shared: request.shared, habitIDs: habitIDs)
+        do {
+            let completed = try await completedByProgress(user: user.id, today: user.today, context: context)
+            _ = try await store.createGoal(
+                user: user.id, new, today: user.today, completedByProgress: completed, now: clock.now)
+        } catch {
+            if holdsUnits {
+                try? await habits.setUnitHolds(
+                    user: user.id, holder: Self.unitHolder(goalID), habits: [], unit: "", options: options)
+            }
+            throw error
+        }
+        return try await answer(goalID, user: user.id, context: context)
+    }
+
+    func getGoal(
+        request: Habitflow_Goals_V1_GetGoalRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Goal {
+        var validator = RequestValidator()
+        let id = validator.id(request.goalID, field: "goal_id")
+        try validator.check()
+        return try await answer(id, user: try CallerIdentity.requireUser(), context: context)
+    }
+
+    func listGoals(
+        request: Habitflow_Goals_V1_ListGoalsRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_ListGoalsResponse {
+        var validator = RequestValidator()
+        var statuses: Set<GoalStatus> = []
+        for (index, proto) in request.statuses.enumerated() {
+            if let status = GoalStatus(proto), proto != .unspecified {
+                statuses.insert(status)
+            } else {
+                validator.reject("statuses[\(index)]", "must be a goal status, not \(proto)")
+            }
+        }
+        if statuses.isEmpty { statuses = Set(GoalStatus.allCases).subtracting([.archived]) }
+        let horizon = request.horizon == .unspecified ? nil : validator.horizon(request.horizon, field: "horizon")
+        let categoryID = validator.optionalID(request.categoryID, field: "category_id")
+        let parentID = validator.optionalID(request.parentGoalID, field: "parent_goal_id")
+        let pageSize = validator.pageSize(request.pageSize, rule: Self.goalPageSizes)
+        // The token is an offset into the filtered order, and names the filter so it cannot continue another list.
+        let listName = "goals:" + [
+            statuses.map { "\($0.proto.rawValue)" }.sorted().joined(separator: ","),
+            horizon?.rawValue ?? "", categoryID?.lowercasedString ?? "", parentID?.lowercasedString ?? "",
+        ].joined(separator: ";")
+        var offset = 0
+        if let token = validator.pageToken(request.pageToken, list: listName, fieldCount: 1) {
+            if let value = Int(token[0]), value >= 0 {
+                offset = value
+            } else {
+                validator.reject("page_token", "is not a token this list returned")
+            }
+        }
+        try validator.check()
+        let snapshot = try await reader.snapshot(
+            of: try CallerIdentity.requireUser(), options: CallOptions().propagating(from: context))
+        let matching = snapshot.orderedGoals.filter { goal in
+            (snapshot.progress[goal.id].map { statuses.contains($0.status) } ?? false)
+                && (horizon == nil || goal.horizon == horizon)
+                && (categoryID == nil || goal.categoryID == categoryID)
+                && (parentID == nil || goal.parentGoalID == parentID)
+        }
+        let page = matching.dropFirst(offset).prefix(pageSize)
+        return .with {
+            $0.goals = page.map(snapshot.proto(of:))
+            if offset + page.count < matching.count {
+                $0.nextPageToken = PageToken.encode(list: listName, [String(offset + page.count)])
+            }
+        }
+    }
+
+    func updateGoal(
+        request: Habitflow_Goals_V1_UpdateGoalRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Goal {
+        var validator = RequestValidator()
+        let id = validator.id(request.goal.id, field: "goal.id")
+        let paths = request.updateMask.paths
+        if paths.isEmpty {
+            validator.reject("update_mask", "is required: name the fields to change (\(Self.updatablePaths.joined(separator: ", ")))")
+        }
+        for (index, path) in paths.enumerated() where !Self.updatablePaths.contains(path) {
+            validator.reject(
+                "update_mask.paths[\(index)]",
+                Self.fixedPaths.contains(path)
+                    ? "\(path) is fixed when the goal is created"
+                    : "\(path) is not a field UpdateGoal changes (\(Self.updatablePaths.joined(separator: ", ")))")
+        }
+        try validator.check()
+        let user = try await caller()
+        guard let current = try await store.goal(user: user.id, id: id), !current.isDeleted else {
+            throw GoalsError.goalNotFound(id)
+        }
+        let goal = request.goal
+        var changes = GoalChanges()
+        for path in Set(paths) {
+            switch path {
+            case "title":
+                changes.title = validator.name(goal.title, field: "goal.title", maximumLength: GoalRules.maximumTitleLength)
+            case "description":
+                changes.description = validator.text(
+                    goal.description_p, field: "goal.description", maximumLength: GoalRules.maximumDescriptionLength)
+            case "icon": changes.icon = validator.icon(goal.icon, field: "goal.icon")
+            case "category_id": changes.categoryID = .some(validator.optionalID(goal.categoryID, field: "goal.category_id"))
+            case "target", "target.value":
+                changes.target = validator.targetValue(
+                    goal.target.value, type: current.type, levelCount: current.levels?.count ?? 0,
+                    ratingScale: current.ratingScale ?? 0, field: "goal.target.value")
+            case "parent_goal_id":
+                changes.parentGoalID = .some(validator.optionalID(goal.parentGoalID, field: "goal.parent_goal_id"))
+            case "target_date":
+                changes.targetDate = .some(goal.hasTargetDate ? validator.date(goal.targetDate, field: "goal.target_date") : nil)
+            case "conversation_id":
+                changes.conversationID = validator.text(
+                    goal.conversationID, field: "goal.conversation_id",
+                    maximumLength: GoalRules.maximumConversationIDLength)
+            case "shared": changes.shared = goal.shared
+            default: break
+            }
+        }
+        try validator.check()
+        if case .some(.some(let categoryID)) = changes.categoryID {
+            try await requireHabits([], unit: nil, category: categoryID, user: user.id, context: context)
+        }
+        _ = try await store.updateGoal(user: user.id, id: id, changes: changes, today: user.today, now: clock.now)
+        return try await answer(id, user: user.id, context: context)
+    }
+
+    static let updatablePaths = [
+        "title", "description", "icon", "category_id", "target", "target.value", "parent_goal_id", "target_date",
+        "conversation_id", "shared",
+    ]
+    static let fixedPaths: Set<String> = [
+        "id", "owner_id", "type", "horizon", "start_date", "end_date", "target.unit", "target.levels",
+        "target.rating_scale",
+    ]
+
+    private func transition(
+        _ goalID: String, _ transition: GoalsStore.Transition, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Goal {
+        var validator = RequestValidator()
+        let id = validator.id(goalID, field: "goal_id")
+        try validator.check()
+        let user = try await caller()
+        let completed =
+            transition == .restore ? try await completedByProgress(user: user.id, today: user.today, context: context) : []
+        _ = try await store.transition(
+            user: user.id, id: id, transition, today: user.today, completedByProgress: completed, now: clock.now)
+        return try await answer(id, user: user.id, context: context)
+    }
+
+    func pauseGoal(
+        request: Habitflow_Goals_V1_PauseGoalRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Goal {
+        try await transition(request.goalID, .pause, context: context)
+    }
+
+    func resumeGoal(
+        request: Habitflow_Goals_V1_ResumeGoalRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Goal {
+        try await transition(request.goalID, .resume, context: context)
+    }
+
+    func completeGoal(
+        request: Habitflow_Goals_V1_CompleteGoalRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Goal {
+        try await transition(request.goalID, .complete, context: context)
+    }
+
+    func archiveGoal(
+        request: Habitflow_Goals_V1_ArchiveGoalRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Goal {
+        try await transition(request.goalID, .archive, context: context)
+    }
+
+    func restoreGoal(
+        request: Habitflow_Goals_V1_RestoreGoalRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Goal {
+        try await transition(request.goalID, .restore, context: context)
+    }
+
+    func deleteGoal(
+        request: Habitflow_Goals_V1_DeleteGoalRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_DeleteGoalResponse {
+        var validator = RequestValidator()
+        let id = validator.id(request.goalID, field: "goal_id")
+        try validator.check()
+        let user = try await caller()
+        if let deleted = try await store.deleteGoal(user: user.id, id: id, today: user.today, now: clock.now),
+            deleted.type == .quantity
+        {
+            try await habits.setUnitHolds(
+                user: user.id, holder: Self.unitHolder(id), habits: [], unit: "",
+                options: CallOptions().propagating(from: context))
+        }
+        return Habitflow_Goals_V1_DeleteGoalResponse()
+    }
+
+    // MARK: - Links
+
+    func linkHabit(
+        request: Habitflow_Goals_V1_LinkHabitRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Goal {
+        var validator = RequestValidator()
+        let goalID = validator.id(request.goalID, field: "goal_id")
+        let habitID = validator.id(request.habitID, field: "habit_id")
+        try validator.check()
+        let user = try await caller()
+        guard let goal = try await store.goal(user: user.id, id: goalID), !goal.isDeleted else {
+            throw GoalsError.goalNotFound(goalID)
+        }
+        if goal.type.isAssessed { throw GoalsError.notLinkable(goal.type) }
+        let options = CallOptions().propagating(from: context)
+        guard goal.type == .quantity, let unit = goal.unit else {
+            try await requireHabits([habitID], unit: nil, category: nil, user: user.id, context: context)
+            _ = try await store.linkHabit(
+                user: user.id, goal: goalID, habit: habitID, habitUser: user.id, today: user.today, now: clock.now)
+            return try await answer(goalID, user: user.id, context: context)
+        }
+        // Habits checks the habit and holds its unit in one step, before the link exists.
+        let linked = try await store.openLinks(user: user.id, goal: goalID).map(\.habitID)
+        try await requireHabits([habitID], unit: unit, category: nil, user: user.id, context: context)
+        try await habits.setUnitHolds(
+            user: user.id, holder: Self.unitHolder(goalID), habits: Array(Set(linked + [habitID])), unit: unit,
+            options: options)
+        do {
+            _ = try await store.linkHabit(
+                user: user.id, goal: goalID, habit: habitID, habitUser: user.id, today: user.today, now: clock.now)
+        } catch {
+            try? await habits.setUnitHolds(
+                user: user.id, holder: Self.unitHolder(goalID), habits: linked, unit: unit, options: options)
+            throw error
+        }
+        return try await answer(goalID, user: user.id, context: context)
+    }
+
+    func unlinkHabit(
+        request: Habitflow_Goals_V1_UnlinkHabitRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Goal {
+        var validator = RequestValidator()
+        let goalID = validator.id(request.goalID, field: "goal_id")
+        let habitID = validator.id(request.habitID, field: "habit_id")
+        try validator.check()
+        let user = try await caller()
+        let goal = try await store.unlinkHabit(
+            user: user.id, goal: goalID, habit: habitID, today: user.today, now: clock.now)
+        if goal.type == .quantity, let unit = goal.unit {
+            // Sent on every unlink, so a retry after a failed call here sets the holds right.
+            let remaining = try await store.openLinks(user: user.id, goal: goalID).map(\.habitID)
+            try await habits.setUnitHolds(
+                user: user.id, holder: Self.unitHolder(goalID), habits: remaining, unit: unit,
+                options: CallOptions().propagating(from: context))
+        }
+        return try await answer(goalID, user: user.id, context: context)
+    }
+
+    // MARK: - Assessments
+
+    func addAssessment(
+        request: Habitflow_Goals_V1_AddAssessmentRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_Assessment {
+        var validator = RequestValidator()
+        let id = validator.clientID(request.assessmentID, field: "assessment_id")
+        let goalID = validator.id(request.goalID, field: "goal_id")
+        let note = validator.text(request.note, field: "note", maximumLength: GoalRules.maximumNoteLength)
+        try validator.check()
+        let user = try await caller()
+        let date = request.hasDate ? validator.pastDate(request.date, field: "date", today: user.today) : user.today
+        guard let goal = try await store.goal(user: user.id, id: goalID), !goal.isDeleted else {
+            throw GoalsError.goalNotFound(goalID)
+        }
+        if goal.type == .level {
+            let count = goal.levels?.count ?? 0
+            if !(1...max(count, 1)).contains(Int(request.value)) {
+                validator.reject("value", "must be the position of one of the goal's levels (1 to \(count)), got \(request.value)")
+            }
+        } else if goal.type == .rating {
+            let scale = goal.ratingScale ?? 5
+            if !(1...scale).contains(Int(request.value)) {
+                validator.reject("value", "must be a rating from 1 to \(scale), got \(request.value)")
+            }
+        }
+        try validator.check()
+        return try await store.addAssessment(
+            user: user.id, id: id ?? UUID.random(), goal: goalID, date: date, value: Int(request.value), note: note,
+            now: clock.now
+        ).proto
+    }
+
+    func listAssessments(
+        request: Habitflow_Goals_V1_ListAssessmentsRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_ListAssessmentsResponse {
+        var validator = RequestValidator()
+        let goalID = validator.id(request.goalID, field: "goal_id")
+        let pageSize = validator.pageSize(request.pageSize, rule: Self.assessmentPageSizes)
+        let listName = "assessments:\(goalID.lowercasedString)"
+        var after: (date: LocalDate, sequence: Int64)?
+        if let token = validator.pageToken(request.pageToken, list: listName, fieldCount: 2) {
+            if let days = Int(token[0]), let sequence = Int64(token[1]) {
+                after = (LocalDate(daysSinceEpoch: days), sequence)
+            } else {
+                validator.reject("page_token", "is not a token this list returned")
+            }
+        }
+        try validator.check()
+        let user = try await caller()
+        let assessments = try await store.assessments(user: user.id, goal: goalID, after: after, limit: pageSize + 1)
+        return .with {
+            let page = assessments.prefix(pageSize)
+            $0.assessments = page.map(\.proto)
+            if assessments.count > pageSize, let last = page.last {
+                $0.nextPageToken = PageToken.encode(
+                    list: listName, [String(last.date.daysSinceEpoch), String(last.changeSequence)])
+            }
+        }
+    }
+
+    func deleteAssessment(
+        request: Habitflow_Goals_V1_DeleteAssessmentRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_DeleteAssessmentResponse {
+        var validator = RequestValidator()
+        let goalID = validator.id(request.goalID, field: "goal_id")
+        let id = validator.id(request.assessmentID, field: "assessment_id")
+        try validator.check()
+        let user = try await caller()
+        try await store.deleteAssessment(user: user.id, goal: goalID, id: id, now: clock.now)
+        return Habitflow_Goals_V1_DeleteAssessmentResponse()
+    }
+
+    // MARK: - History and changes
+
+    func getGoalHistory(
+        request: Habitflow_Goals_V1_GetGoalHistoryRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_GetGoalHistoryResponse {
+        var validator = RequestValidator()
+        let goalID = validator.id(request.goalID, field: "goal_id")
+        let first = request.hasStartWeek ? validator.week(request.startWeek, field: "start_week") : nil
+        let last = request.hasEndWeek ? validator.week(request.endWeek, field: "end_week") : nil
+        if let first, let last {
+            if first > last {
+                validator.reject("end_week", "must not be before start_week")
+            } else if first.weeks(until: last) + 1 > Self.maximumHistoryWeeks {
+                validator.reject("end_week", "must be at most \(Self.maximumHistoryWeeks) weeks after start_week")
+            }
+        }
+        try validator.check()
+        let snapshot = try await reader.snapshot(
+            of: try CallerIdentity.requireUser(), options: CallOptions().propagating(from: context))
+        guard let goal = snapshot.goals.goals.first(where: { $0.id == goalID }) else {
+            throw GoalsError.goalNotFound(goalID)
+        }
+        var weeks = snapshot.evaluation(of: goal).weeks
+        if let first { weeks.removeAll { $0.week < first } }
+        if let last { weeks.removeAll { $0.week > last } }
+        if first == nil || last == nil, weeks.count > Self.maximumHistoryWeeks {
+            // Without a full range, the latest weeks.
+            weeks = Array(first == nil ? weeks.suffix(Self.maximumHistoryWeeks) : weeks.prefix(Self.maximumHistoryWeeks))
+        }
+        return .with { $0.weeks = weeks.map(\.proto) }
+    }
+
+    func listChanges(
+        request: Habitflow_Goals_V1_ListChangesRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_ListChangesResponse {
+        var validator = RequestValidator()
+        let pageSize = validator.pageSize(request.pageSize, rule: Self.changePageSizes)
+        var cursor = ChangeCursor.beginning
+        if let fields = validator.pageToken(request.cursor, list: "changes", fieldCount: 3, field: "cursor") {
+            if let sequence = Int64(fields[0]), let kindValue = Int(fields[1]),
+                let kind = ChangeCursor.Kind(rawValue: kindValue), let id = UUID(canonical: fields[2])
+            {
+                cursor = ChangeCursor(sequence: sequence, kind: kind, id: id)
+            } else {
+                validator.reject("cursor", "is not a cursor this feed returned")
+            }
+        }
+        try validator.check()
+        let user = try await caller()
+        let page = try await store.changes(user: user.id, after: cursor, limit: pageSize)
+        let next = page.changes.last?.cursor ?? cursor
+        return .with {
+            $0.changes = page.changes.map { change in
+                switch change {
+                case .goal(let goal, let links):
+                    .with {
+                        $0.goal = goal.proto(links: links)
+                        $0.deleted = goal.isDeleted
+                    }
+                case .assessment(let assessment):
+                    .with {
+                        $0.assessment = assessment.proto
+                        $0.deleted = assessment.deletedAt != nil
+                    }
+                }
+            }
+            $0.nextCursor = PageToken.encode(
+                list: "changes", [String(next.sequence), String(next.kind.rawValue), next.id.lowercasedString])
+            $0.hasMore_p = page.hasMore
+        }
+    }
+}
+
+/// A goal's target as a request defines it, checked against the goal's type.
+struct TargetDefinition {
+    var value: Double
+    var unit: String?
+    var levels: [String]?
+    var ratingScale: Int?
+}
+
+extension RequestValidator {
+    /// The target fields of a new goal: the ones its type uses are checked, the others must be unset.
+    mutating func targetDefinition(_ target: Habitflow_Goals_V1_GoalTarget, type: GoalType) -> TargetDefinition {
+        let unit = type == .quantity ? unit(target.unit, field: "target.unit") : nil
+        if type != .quantity, !target.unit.isEmpty { reject("target.unit", "is for quantity goals only") }
+        let levels = type == .level ? levels(target.levels, field: "target.levels") : nil
+        if type != .level, !target.levels.isEmpty { reject("target.levels", "is for level goals only") }
+        let scale = type == .rating ? ratingScale(target.ratingScale, field: "target.rating_scale") : nil
+        if type != .rating, target.ratingScale != 0 { reject("target.rating_scale", "is for rating goals only") }
+        let value = targetValue(
+            target.value, type: type, levelCount: levels?.count ?? 0, ratingScale: scale ?? 0, field: "target.value")
+        return TargetDefinition(value: value, unit: unit, levels: levels, ratingScale: scale)
+    }
+}

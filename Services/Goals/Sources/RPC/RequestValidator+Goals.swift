@@ -1,0 +1,137 @@
+internal import Foundation
+internal import HabitFlowCalendar
+internal import HabitFlowGoalsProtos
+internal import HabitFlowServiceAPI
+
+/// The goals service's own field rules, on top of the shared checks.
+extension RequestValidator {
+    /// Optional text of at most `maximumLength` characters (Unicode code points), without control characters but
+    /// line breaks.
+    mutating func text(_ raw: String, field: String, maximumLength: Int) -> String {
+        let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        if text.unicodeScalars.count > maximumLength {
+            reject(field, "must be at most \(maximumLength) characters, got \(text.unicodeScalars.count)")
+        } else if text.unicodeScalars.contains(where: {
+            $0.properties.generalCategory == .control && $0 != "\n" && $0 != "\t"
+        }) {
+            reject(field, "must not contain control characters")
+        }
+        return text
+    }
+
+    /// One emoji (a single character drawn as an emoji), or nothing.
+    mutating func icon(_ raw: String, field: String) -> String {
+        guard !raw.isEmpty else { return "" }
+        guard raw.count == 1, let character = raw.first,
+            character.unicodeScalars.contains(where: { $0.properties.isEmojiPresentation })
+                || (character.unicodeScalars.first?.properties.isEmoji == true
+                    && character.unicodeScalars.contains("\u{FE0F}"))
+        else {
+            reject(field, "must be one emoji, for example 🏃")
+            return ""
+        }
+        return raw
+    }
+
+    mutating func type(_ proto: Habitflow_Goals_V1_GoalType, field: String) -> GoalType {
+        guard let type = GoalType(proto) else {
+            reject(field, "is required: one of WEEKLY_HABIT, RECURRING_TASK, COUNT, QUANTITY, LEVEL, RATING")
+            return .count
+        }
+        return type
+    }
+
+    mutating func horizon(_ proto: Habitflow_Goals_V1_Horizon, field: String) -> Horizon {
+        guard let horizon = Horizon(proto) else {
+            reject(
+                field,
+                "is required: one of ONE_WEEK, FOUR_WEEKS, EIGHT_WEEKS, TWELVE_WEEKS, FIVE_YEARS, TEN_YEARS, ONGOING")
+            return .ongoing
+        }
+        return horizon
+    }
+
+    /// The target value for a goal of `type` (with its levels or rating scale).
+    mutating func targetValue(
+        _ value: Double, type: GoalType, levelCount: Int, ratingScale: Int, field: String
+    ) -> Double {
+        func whole(in range: ClosedRange<Double>, _ what: String) -> Double {
+            guard value.isFinite, value == value.rounded(), range.contains(value) else {
+                reject(field, "must be \(what), got \(value)")
+                return range.lowerBound
+            }
+            return value
+        }
+        switch type {
+        case .weeklyHabit:
+            return whole(in: 1...Double(GoalRules.maximumWeeklyTarget), "a whole number of check-ins a week from 1 to 21")
+        case .recurringTask:
+            guard value == 0 || value == 1 else {
+                reject(field, "must be unset (0) for a recurring task: each week is done or not")
+                return 1
+            }
+            return 1
+        case .count:
+            return whole(in: 1...GoalRules.maximumCountTarget, "a whole number of check-ins from 1 to 1000000")
+        case .quantity:
+            guard value.isFinite, value > 0, value <= GoalRules.maximumQuantityTarget else {
+                reject(field, "must be more than 0 and at most 1000000000, got \(value)")
+                return 1
+            }
+            return (value * 1_000_000).rounded() / 1_000_000
+        case .level:
+            return whole(in: 1...Double(max(levelCount, 1)), "the position of one of the goal's levels (1 to \(levelCount))")
+        case .rating:
+            return whole(in: 1...Double(max(ratingScale, 1)), "a rating from 1 to \(ratingScale)")
+        }
+    }
+
+    /// A quantity goal's unit.
+    mutating func unit(_ raw: String, field: String) -> String {
+        name(raw, field: field, maximumLength: GoalRules.maximumUnitLength)
+    }
+
+    /// A level goal's levels: 2 to 20 names, lowest first, no repeats (ignoring case).
+    mutating func levels(_ raw: [String], field: String) -> [String] {
+        guard GoalRules.levelCount.contains(raw.count) else {
+            reject(field, "must hold 2 to 20 level names, lowest first, got \(raw.count)")
+            return []
+        }
+        var seen: Set<String> = []
+        return raw.enumerated().map { index, level in
+            let name = name(level, field: "\(field)[\(index)]", maximumLength: GoalRules.maximumLevelNameLength)
+            if !seen.insert(name.lowercased()).inserted { reject("\(field)[\(index)]", "repeats an earlier level") }
+            return name
+        }
+    }
+
+    mutating func ratingScale(_ value: Int32, field: String) -> Int {
+        guard GoalRules.ratingScales.contains(Int(value)) else {
+            reject(field, "must be 5 or 10, got \(value)")
+            return 5
+        }
+        return Int(value)
+    }
+
+    /// Up to `maximum` habit ids, no repeats; none is fine.
+    mutating func habitIDs(_ texts: [String], field: String, maximum: Int) -> [UUID] {
+        texts.isEmpty ? [] : ids(texts, field: field, maximum: maximum)
+    }
+
+    // MARK: Calendar messages
+
+    mutating func date(_ date: Habitflow_Goals_V1_LocalDate, field: String) -> LocalDate {
+        self.date(year: date.year, month: date.month, day: date.day, field: field)
+    }
+
+    /// A date that is not after `today`.
+    mutating func pastDate(_ date: Habitflow_Goals_V1_LocalDate, field: String, today: LocalDate) -> LocalDate {
+        let local = self.date(date, field: field)
+        if local > today { reject(field, "must not be after today (\(today)), got \(local)") }
+        return local
+    }
+
+    mutating func week(_ week: Habitflow_Goals_V1_IsoWeek, field: String) -> IsoWeek {
+        self.week(year: week.year, week: week.week, field: field)
+    }
+}
