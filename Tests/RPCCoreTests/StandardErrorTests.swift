@@ -38,6 +38,11 @@ struct StandardErrorTests {
         let limit = RPCError.failedPrecondition(type: "HABIT_LIMIT", subject: "habits", "at most 15 live habits")
         let failure = try Google_Rpc_PreconditionFailure(unpackingAny: try #require(limit.details.first))
         #expect(failure.violations.first?.type == "HABIT_LIMIT")
+        let mismatch = RPCError.failedPrecondition(reason: "UNIT_MISMATCH", subject: "habits/h1", "km, not mi")
+        #expect(mismatch.code == .failedPrecondition)
+        #expect(mismatch.errorReason == "UNIT_MISMATCH")
+        let mismatchFailure = try Google_Rpc_PreconditionFailure(unpackingAny: try #require(mismatch.details.first))
+        #expect(mismatchFailure.violations.first?.type == "UNIT_MISMATCH")
         #expect(RPCError.unauthenticated(reason: "TOKEN_EXPIRED", "expired").errorReason == "TOKEN_EXPIRED")
         #expect(RPCError.resourceExhausted("x", retryAfter: .seconds(2)).fieldViolations.isEmpty)
     }

@@ -64,6 +64,15 @@ extension RPCError {
         return RPCError(.failedPrecondition, message).addingDetail(failure)
     }
 
+    /// `FAILED_PRECONDITION` for a state that forbids the call and that a caller reacts to by name: the
+    /// `PreconditionFailure` of ``failedPrecondition(type:subject:_:)`` (its `type` is `reason`), plus an `ErrorInfo`
+    /// with `reason` (``errorReason``), for example `UNIT_MISMATCH`.
+    public static func failedPrecondition(reason: String, subject: String, _ message: String) -> RPCError {
+        var info = errorInfo(reason: reason)
+        info.metadata["subject"] = subject
+        return failedPrecondition(type: reason, subject: subject, message).addingDetail(info)
+    }
+
     /// `RESOURCE_EXHAUSTED` with a `RetryInfo` telling the client when to try again.
     public static func resourceExhausted(_ message: String, retryAfter delay: Duration) -> RPCError {
         var retry = Google_Rpc_RetryInfo()

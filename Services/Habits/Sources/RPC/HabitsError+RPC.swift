@@ -24,6 +24,14 @@ extension HabitsError: RPCErrorConvertible {
             .alreadyExists(resourceType: "habit", name: name, "a habit named \"\(name)\" already exists")
         case .categoryNameTaken(let name):
             .alreadyExists(resourceType: "category", name: name, "a category named \"\(name)\" already exists")
+        case .unitMismatch(let habitID, let unit, let wanted):
+            .failedPrecondition(
+                reason: "UNIT_MISMATCH", subject: "habits/\(habitID.lowercasedString)",
+                "habit \(habitID.lowercasedString) has \(unit.map { "the unit \"\($0)\"" } ?? "no unit"), not \"\(wanted)\"")
+        case .habitUnitInUse(let habitID):
+            .failedPrecondition(
+                reason: "HABIT_UNIT_IN_USE", subject: "habits/\(habitID.lowercasedString)",
+                "a quantity goal relies on this habit's unit; unlink the habit from that goal first to change its unit")
         case .accountDeleted(let userID):
             .failedPrecondition(
                 type: "ACCOUNT_DELETED", subject: "users/\(userID.lowercasedString)", "the account was deleted")

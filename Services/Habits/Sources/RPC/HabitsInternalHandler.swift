@@ -14,6 +14,10 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
     static let maximumHabitsPerAggregate = 100
     static let maximumAggregateDays = 4_000
     static let maximumUsersPerScoreCall = 100
+    static let maximumHabitsPerLookup = 100
+    static let maximumHabitsPerHold = 100
+    /// A holder such as "goal:<uuid>" (the column's limit in `unit_holds`).
+    static let maximumHolderLength = 100
     /// About 1 MB of request: well under the 4 MiB message limit, and one statement Postgres inserts in a blink.
     static let maximumEntriesPerImport = 10_000
 
@@ -28,30 +32,99 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
         try requireServiceCaller()
         var validator = RequestValidator()
         let userID = validator.id(request.userID, field: "user_id")
-        let habitIDs = validator.ids(request.habitIds, field: "habit_ids", maximum: Self.maximumHabitsPerAggregate)
+        let habitIDs = validator.optionalIDs(
+            request.habitIds, field: "habit_ids", maximum: Self.maximumHabitsPerAggregate)
         let first = validator.requiredDate(request.startDate, isSet: request.hasStartDate, field: "start_date")
         let last = validator.requiredDate(request.endDate, isSet: request.hasEndDate, field: "end_date")
         validator.range(first, last, field: "end_date", maximumDays: Self.maximumAggregateDays)
         try validator.check()
 
-        let existing = try await store.existingHabitIDs(user: userID, among: habitIDs)
-        if let missing = habitIDs.first(where: { !existing.contains($0) }) { throw HabitsError.habitNotFound(missing) }
+        // The version first (one primary-key lookup; a new user is created, a deleted account refused), then the
+        // data: a write between the two makes the answer newer than its version, never older, so a caller that
+        // caches it under that version asks again after the write rather than keep stale figures.
+        let version = try await store.userVersion(userID, now: clock.now).changeSequence
+        if request.hasUnlessVersion, request.unlessVersion == version {
+            return .with {
+                $0.version = version
+                $0.unchanged = true
+            }
+        }
+        var response = Habitflow_Habits_V1_AggregateEntriesResponse()
+        response.version = version
+        if request.includeDetails {
+            (response.habits, response.categories) = try await details(user: userID, habitIDs: habitIDs)
+        } else {
+            let existing = try await store.existingHabitIDs(user: userID, among: habitIDs)
+            if let missing = habitIDs.first(where: { !existing.contains($0) }) {
+                throw HabitsError.habitNotFound(missing)
+            }
+        }
+        guard !habitIDs.isEmpty else { return response }
         let totals = Dictionary(
             grouping: try await store.weekTotals(user: userID, habits: habitIDs, from: first, through: last),
             by: \.habitID)
-        return .with {
-            $0.aggregates = habitIDs.flatMap { habitID in
-                (totals[habitID] ?? []).sorted { $0.week < $1.week }.map { total in
-                    .with {
-                        $0.habitID = habitID.lowercasedString
-                        $0.week = total.week.proto
-                        $0.weekStart = total.week.monday.proto
-                        $0.entryCount = Int64(total.count)
-                        $0.valueSum = total.valueSum.doubleValue
-                    }
+        response.aggregates = habitIDs.flatMap { habitID in
+            (totals[habitID] ?? []).sorted { $0.week < $1.week }.map { total in
+                .with {
+                    $0.habitID = habitID.lowercasedString
+                    $0.week = total.week.proto
+                    $0.weekStart = total.week.monday.proto
+                    $0.entryCount = Int64(total.count)
+                    $0.valueSum = total.valueSum.doubleValue
                 }
             }
         }
+        return response
+    }
+
+    func lookupHabits(
+        request: Habitflow_Habits_V1_LookupHabitsRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_LookupHabitsResponse {
+        try requireServiceCaller()
+        var validator = RequestValidator()
+        let userID = validator.id(request.userID, field: "user_id")
+        let habitIDs = validator.optionalIDs(request.habitIds, field: "habit_ids", maximum: Self.maximumHabitsPerLookup)
+        try validator.check()
+        // A new user is created with the default categories (as any first call does); a deleted account is refused.
+        _ = try await store.prepareUser(userID, now: clock.now)
+        let (habits, categories) = try await details(user: userID, habitIDs: habitIDs)
+        return .with {
+            $0.habits = habits
+            $0.categories = categories
+        }
+    }
+
+    /// What LookupHabits answers, and AggregateEntries with `include_details`: the habits of `habitIDs` in that order
+    /// (deleted ones included; NOT_FOUND names the first that is not the user's) and the user's live categories in
+    /// display order.
+    private func details(
+        user userID: UUID, habitIDs: [UUID]
+    ) async throws -> (habits: [Habitflow_Habits_V1_HabitSummary], categories: [Habitflow_Habits_V1_CategorySummary]) {
+        let habits = try await store.habits(user: userID, ids: habitIDs)
+        if let missing = zip(habitIDs, habits).first(where: { $0.1 == nil }) {
+            throw HabitsError.habitNotFound(missing.0)
+        }
+        let categories = try await store.categories(of: userID)
+        return (habits.compactMap { $0?.summary }, categories.map(\.summary))
+    }
+
+    func setUnitHolds(
+        request: Habitflow_Habits_V1_SetUnitHoldsRequest, context: ServerContext
+    ) async throws -> Habitflow_Habits_V1_SetUnitHoldsResponse {
+        try requireServiceCaller()
+        var validator = RequestValidator()
+        let userID = validator.id(request.userID, field: "user_id")
+        let holder = validator.holder(request.holder, field: "holder", maximumLength: Self.maximumHolderLength)
+        let habitIDs = validator.optionalIDs(request.habitIds, field: "habit_ids", maximum: Self.maximumHabitsPerHold)
+        // Compared with the habits' units as stored (trimmed, as CreateHabit and UpdateHabit store them); ignored when
+        // the holder releases everything.
+        let unit = request.habitIds.isEmpty
+            ? "" : validator.name(request.unit, field: "unit", maximumLength: HabitRules.maximumUnitLength)
+        try validator.check()
+        // A new user is created (and has no habits: any id is NOT_FOUND); a deleted account is refused.
+        _ = try await store.prepareUser(userID, now: clock.now)
+        try await store.setUnitHolds(user: userID, holder: holder, habitIDs: habitIDs, unit: unit)
+        return .init()
     }
 
     func getWeeklyScores(

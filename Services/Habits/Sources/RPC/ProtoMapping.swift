@@ -72,6 +72,29 @@ extension HabitRecord {
     }
 }
 
+extension HabitRecord {
+    /// What other services need of a habit: its name, unit and category (`HabitsInternal`).
+    var summary: Habitflow_Habits_V1_HabitSummary {
+        .with {
+            $0.habitID = id.lowercasedString
+            $0.name = name
+            $0.unit = unit ?? ""
+            $0.categoryID = categoryID?.lowercasedString ?? ""
+            $0.deleted = isDeleted
+        }
+    }
+}
+
+extension CategoryRecord {
+    var summary: Habitflow_Habits_V1_CategorySummary {
+        .with {
+            $0.categoryID = id.lowercasedString
+            $0.name = name
+            $0.position = Int32(position)
+        }
+    }
+}
+
 extension EntryRecord {
     var proto: Habitflow_Habits_V1_Entry {
         .with {

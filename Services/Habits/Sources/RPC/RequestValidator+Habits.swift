@@ -10,6 +10,28 @@ extension RequestValidator {
         optionalName(raw, field: field, maximumLength: HabitRules.maximumUnitLength)
     }
 
+    /// 0 to `maximum` UUIDs, no repeats (the shared ``ids(_:field:maximum:)`` wants at least one).
+    mutating func optionalIDs(_ texts: [String], field: String, maximum: Int) -> [UUID] {
+        guard texts.count <= maximum else {
+            reject(field, "must hold at most \(maximum) ids, got \(texts.count)")
+            return []
+        }
+        return texts.isEmpty ? [] : ids(texts, field: field, maximum: maximum)
+    }
+
+    /// Who holds units (SetUnitHolds), taken as given: 1 to `maximumLength` characters (Unicode code points, as the
+    /// database counts), without control characters.
+    mutating func holder(_ raw: String, field: String, maximumLength: Int) -> String {
+        if raw.isEmpty {
+            reject(field, "is required")
+        } else if raw.unicodeScalars.count > maximumLength {
+            reject(field, "must be at most \(maximumLength) characters, got \(raw.unicodeScalars.count)")
+        } else if raw.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            reject(field, "must not contain control characters")
+        }
+        return raw
+    }
+
     mutating func weeklyTarget(_ value: Int32, field: String) -> Int {
         guard HabitRules.weeklyTargets.contains(Int(value)) else {
             reject(

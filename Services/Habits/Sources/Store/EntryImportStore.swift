@@ -48,26 +48,26 @@ extension HabitsStore {
                 guard let isDeleted = deleted[habitID] else { throw HabitsError.habitNotFound(habitID) }
                 if isDeleted { throw HabitsError.habitDeleted(habitID) }
             }
-            // One statement for the batch: the arrays are bound parameters, unnested into rows.
-            let imported = try await transaction.queryRow(
+            // One statement for the batch: the arrays are bound parameters, unnested into rows. It answers the
+            // earliest new day per habit, and how many entries it added.
+            var imported = 0
+            var firstDays: [UUID: LocalDate] = [:]
+            for row in try await transaction.query(
                 """
                 WITH batch AS (SELECT * FROM unnest(\(entries.map(\.id))::uuid[], \(entries.map(\.habitID))::uuid[], \
                 \(entries.map { Int32($0.date.daysSinceEpoch) })::integer[], \
                 \(entries.map { $0.value.description })::text[]::numeric[]) AS b(id, habit_id, day, value)), \
                 inserted AS (INSERT INTO entries (user_id, id, habit_id, local_date, value, created_at, change_seq) \
                 SELECT \(userID), b.id, b.habit_id, DATE '1970-01-01' + b.day, b.value, \(now), \(sequence) \
-                FROM batch b ON CONFLICT (user_id, id) DO NOTHING RETURNING habit_id, local_date), \
-                earliest AS (SELECT habit_id, min(local_date) AS first_day FROM inserted GROUP BY habit_id), \
-                moved AS (UPDATE habits h SET live_from = e.first_day, updated_at = \(now), change_seq = \(sequence) \
-                FROM earliest e WHERE h.user_id = \(userID) AND h.id = e.habit_id AND e.first_day < h.live_from \
-                RETURNING h.id, h.live_from - (extract(isodow FROM h.live_from)::integer - 1) AS monday), \
-                first_periods AS (UPDATE habit_targets t SET week_start = m.monday FROM moved m \
-                WHERE t.user_id = \(userID) AND t.habit_id = m.id AND m.monday < t.week_start \
-                AND t.week_start = (SELECT min(f.week_start) FROM habit_targets f \
-                WHERE f.user_id = \(userID) AND f.habit_id = m.id) RETURNING t.habit_id) \
-                SELECT count(*) FROM inserted
-                """)?.decode(0, as: Int64.self) ?? 0
-            return EntryImportResult(imported: Int(imported), existing: entries.count - Int(imported))
+                FROM batch b ON CONFLICT (user_id, id) DO NOTHING RETURNING habit_id, local_date) \
+                SELECT habit_id, min(local_date), count(*) FROM inserted GROUP BY habit_id
+                """)
+            {
+                firstDays[try row.decode(0, as: UUID.self)] = try row.decode(1, as: LocalDate.self)
+                imported += Int(try row.decode(2, as: Int64.self))
+            }
+            try await moveFirstWeekBack(transaction, user: userID, to: firstDays, sequence: sequence, now: now)
+            return EntryImportResult(imported: imported, existing: entries.count - imported)
         }
     }
 }

@@ -37,13 +37,18 @@ extension HabitsStore {
     /// One statement (its own transaction): the user's row is locked only for the insert and the commit, which
     /// keeps a burst of check-ins from queueing behind one another for long. The zone is compared under that lock,
     /// so a zone change committed meanwhile is seen, never written past.
+    ///
+    /// A date before the habit's `live_from` (a day before the week it was created in, say) moves the habit's first
+    /// week back as an import does (``moveFirstWeekBack(_:user:to:sequence:now:)``), in a transaction of its own:
+    /// the rare case, taken when the one statement wrote nothing for that reason.
     public func markDone(
         user userID: UUID, habit habitID: UUID, entry entryID: UUID?, date: LocalDate, value: Decimal, now: Date,
         zoneName: String
     ) async throws -> MarkDoneOutcome {
         let inserted = try await pool.queryRow(
             """
-            WITH habit AS (SELECT id FROM habits WHERE user_id = \(userID) AND id = \(habitID) AND deleted_at IS NULL), \
+            WITH habit AS (SELECT id FROM habits WHERE user_id = \(userID) AND id = \(habitID) AND deleted_at IS NULL \
+            AND live_from <= \(date)), \
             sequence AS (UPDATE users SET change_seq = change_seq + 1 \
             WHERE user_id = \(userID) AND time_zone = \(zoneName) AND EXISTS (SELECT FROM habit) RETURNING change_seq) \
             INSERT INTO entries (user_id, id, habit_id, local_date, value, created_at, change_seq) \
@@ -63,7 +68,46 @@ extension HabitsStore {
         {
             return .marked(try EntryRecord(row: existing))
         }
-        throw try await missingHabitError(user: userID, habit: habitID)
+        guard
+            let habit = try await pool.queryRow(
+                "SELECT deleted_at IS NOT NULL FROM habits WHERE user_id = \(userID) AND id = \(habitID)")
+        else { throw HabitsError.habitNotFound(habitID) }
+        if try habit.decode(0, as: Bool.self) { throw HabitsError.habitDeleted(habitID) }
+        // A live habit: the date is before its first week.
+        return try await markDoneBeforeFirstWeek(
+            user: userID, habit: habitID, entry: entryID, date: date, value: value, now: now, zoneName: zoneName)
+    }
+
+    /// ``markDone(user:habit:entry:date:value:now:zoneName:)`` of a date before the habit's `live_from`: adds the
+    /// entry and moves the habit's first week back to the date's, in one transaction under the user's lock (where
+    /// every condition of the one statement is checked again: the zone, a retry, the habit).
+    private func markDoneBeforeFirstWeek(
+        user userID: UUID, habit habitID: UUID, entry entryID: UUID?, date: LocalDate, value: Decimal, now: Date,
+        zoneName: String
+    ) async throws -> MarkDoneOutcome {
+        try await write(user: userID) { transaction, sequence in
+            let storedZoneName = try required(
+                try await transaction.queryRow("SELECT time_zone FROM users WHERE user_id = \(userID)")
+            ).decode(0, as: String.self)
+            if storedZoneName != zoneName { return .zoneChanged(storedZoneName: storedZoneName) }
+            if let entryID, let existing = try await transaction.queryRow(
+                "SELECT * FROM entries WHERE user_id = \(userID) AND id = \(entryID)")
+            {
+                return .marked(try EntryRecord(row: existing))
+            }
+            guard let current = try await habit(transaction, user: userID, id: habitID) else {
+                throw HabitsError.habitNotFound(habitID)
+            }
+            if current.isDeleted { throw HabitsError.habitDeleted(habitID) }
+            let inserted = try await transaction.queryRow(
+                """
+                INSERT INTO entries (user_id, id, habit_id, local_date, value, created_at, change_seq) \
+                VALUES (\(userID), coalesce(\(entryID as UUID?)::uuid, gen_random_uuid()), \(habitID), \(date), \(value), \
+                \(now), \(sequence)) RETURNING *
+                """)
+            try await moveFirstWeekBack(transaction, user: userID, to: [habitID: date], sequence: sequence, now: now)
+            return .marked(try EntryRecord(row: try required(inserted)))
+        }
     }
 
     /// Tombstones every entry of a live habit on `date`; returns how many there were.
@@ -83,15 +127,6 @@ extension HabitsStore {
         guard let habit = try await habit(user: userID, id: habitID) else { throw HabitsError.habitNotFound(habitID) }
         if habit.isDeleted { throw HabitsError.habitDeleted(habitID) }
         return 0
-    }
-
-    /// NOT_FOUND or FAILED_PRECONDITION (deleted) for a habit a write could not use.
-    private func missingHabitError(user userID: UUID, habit habitID: UUID) async throws -> Error {
-        guard
-            let row = try await pool.queryRow(
-                "SELECT deleted_at IS NOT NULL AS deleted FROM habits WHERE user_id = \(userID) AND id = \(habitID)")
-        else { return HabitsError.habitNotFound(habitID) }
-        return try row.decode(0, as: Bool.self) ? HabitsError.habitDeleted(habitID) : HabitsError.habitNotFound(habitID)
     }
 
     /// Live entries in `first...last` (of one habit, or all), ordered by date, then id, after `position`.

@@ -33,6 +33,18 @@ extension HabitsStore {
             .map(HabitRecord.init(row:))
     }
 
+    /// The user's habits of `ids` (deleted ones included), in the order of `ids`; `nil` in place of an id the user has
+    /// no habit with.
+    public func habits(user userID: UUID, ids: [UUID]) async throws -> [HabitRecord?] {
+        guard !ids.isEmpty else { return [] }
+        var found: [UUID: HabitRecord] = [:]
+        for row in try await pool.query("SELECT * FROM habit_details WHERE user_id = \(userID) AND id = ANY(\(ids))") {
+            let habit = try HabitRecord(row: row)
+            found[habit.id] = habit
+        }
+        return ids.map { found[$0] }
+    }
+
     /// Habits in creation order, after the one created with sequence value `createdAfter`.
     public func habits(
         user userID: UUID, includeDeleted: Bool, createdAfter: Int64, limit: Int
@@ -92,6 +104,10 @@ extension HabitsStore {
             let name = changes.name ?? current.name
             let categoryID = changes.categoryID ?? current.categoryID
             let unit = changes.unit ?? current.unit
+            // Under the user's lock, as SetUnitHolds takes it: no hold can be added between this check and the update.
+            if unit != current.unit, try await isUnitHeld(transaction, user: userID, habit: id) {
+                throw HabitsError.habitUnitInUse(id)
+            }
             do {
                 try await transaction.execute(
                     """
@@ -134,6 +150,31 @@ extension HabitsStore {
                 OutboxEvent(aggregateType: "habit", aggregateID: event.habitID, message: event))
             return try required(try await habit(transaction, user: userID, id: id))
         }
+    }
+
+    /// Moves the `live_from` of each habit in `firstDays` back to its day there when that day is earlier, and the
+    /// habit's first target period back to that day's week (with the target it had), so week views, scores and goal
+    /// totals count the habit in the weeks of its earliest entries. A moved habit is stamped with `sequence`, so the
+    /// change feed carries it. What ImportEntries and MarkHabitDone do with entries dated before a habit's first week.
+    func moveFirstWeekBack(
+        _ transaction: PostgresTransaction, user userID: UUID, to firstDays: [UUID: LocalDate], sequence: Int64,
+        now: Date
+    ) async throws {
+        guard !firstDays.isEmpty else { return }
+        let habitIDs = Array(firstDays.keys)
+        let days = habitIDs.map { Int32(firstDays[$0]?.daysSinceEpoch ?? 0) }
+        try await transaction.execute(
+            """
+            WITH earliest AS (SELECT e.habit_id, DATE '1970-01-01' + e.day AS first_day \
+            FROM unnest(\(habitIDs)::uuid[], \(days)::integer[]) AS e(habit_id, day)), \
+            moved AS (UPDATE habits h SET live_from = e.first_day, updated_at = \(now), change_seq = \(sequence) \
+            FROM earliest e WHERE h.user_id = \(userID) AND h.id = e.habit_id AND e.first_day < h.live_from \
+            RETURNING h.id, h.live_from - (extract(isodow FROM h.live_from)::integer - 1) AS monday) \
+            UPDATE habit_targets t SET week_start = m.monday FROM moved m \
+            WHERE t.user_id = \(userID) AND t.habit_id = m.id AND m.monday < t.week_start \
+            AND t.week_start = (SELECT min(f.week_start) FROM habit_targets f \
+            WHERE f.user_id = \(userID) AND f.habit_id = m.id)
+            """)
     }
 
     private func requireLiveCategory(_ transaction: PostgresTransaction, user userID: UUID, id: UUID) async throws {
