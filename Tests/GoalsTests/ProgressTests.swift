@@ -1,6 +1,8 @@
 import Foundation
 import HabitFlowGoalsProtos
 import HabitFlowRPC
+import HabitFlowHabitsProtos
+import HabitFlowTestSupport
 import Testing
 
 /// Seed 000's acceptance scenarios and DESIGN.md 3a's progress rules, over real gRPC and real Postgres.
@@ -101,10 +103,10 @@ import Testing
         try await user.checkIn(yoga, on: date(2026, 1, 12), times: 2)
         _ = try await user.habits.deleteHabit(.with { $0.habitID = yoga.id }, options: user.options)
         // HabitDeleted reaches goals through habits' outbox.
-        #expect(try await eventually { try await user.goal(goal).links.first?.habitDeleted == true })
+        #expect(try await eventually { try await user.goal(goal).links.first?.hasLinkedUntil == true })
         let after = try await user.goal(goal)
         #expect(after.progress.display == "2/20")
-        #expect(after.links.first?.hasLinkedUntil == true)
+        #expect(after.links.first?.habitDeleted == true)
     }
 
     @Test func aLinkAddedLaterDoesNotCountEarlierWeeks() async throws {

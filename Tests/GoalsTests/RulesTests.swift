@@ -2,6 +2,7 @@ import Foundation
 import HabitFlowEvents
 import HabitFlowGoalsProtos
 import HabitFlowRPC
+import HabitFlowTestSupport
 import Testing
 
 /// Limits, hierarchy, idempotency, ownership, events and bad input, over real gRPC and real Postgres.

@@ -7,7 +7,7 @@ public import HabitFlowServiceKit
 /// The habits service: categories, habits, entries, weekly progress and scores (DESIGN.md section 3).
 ///
 /// Serves `HabitsService` (public, through the gateway), `HabitsInternal` (other services) and `EventSubscriber`
-/// (auth's account events); publishes `CategoryDeleted` and `HabitDeleted` through its outbox, for goals once it lands.
+/// (auth's account events); publishes `CategoryDeleted` and `HabitDeleted` through its outbox, to goals.
 public enum HabitsServiceDefinition {
     /// - Parameters:
     ///   - clock: where "now" comes from; tests pass their own.
@@ -16,11 +16,9 @@ public enum HabitsServiceDefinition {
         ServiceDefinition(
             name: "habits",
             descriptorSets: [HabitFlowHabitsProtosDescriptorSet.base64],
-            // No subscriber until goals lands: the relay still runs and clears the outbox (a subscriber that is not
-            // deployed would keep every event there, retried forever).
             eventRoutes: [
-                Habitflow_Events_V1_CategoryDeleted.protoMessageName: [],
-                Habitflow_Events_V1_HabitDeleted.protoMessageName: [],
+                Habitflow_Events_V1_CategoryDeleted.protoMessageName: ["goals"],
+                Habitflow_Events_V1_HabitDeleted.protoMessageName: ["goals"],
             ]
         ) { runtime in
             let store = HabitsStore(pool: runtime.pool)
