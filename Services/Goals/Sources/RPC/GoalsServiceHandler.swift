@@ -74,6 +74,21 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         }
     }
 
+    /// Makes the quantity goal hold the units of exactly `habitIDs`, leaving out habits deleted meanwhile (habits
+    /// holds no deleted habit; their links end when HabitDeleted arrives).
+    private func holdUnits(
+        of habitIDs: [UUID], for goal: GoalRecord, unit: String, user userID: UUID, context: ServerContext
+    ) async throws {
+        let options = CallOptions().propagating(from: context)
+        var held = Array(Set(habitIDs))
+        if !held.isEmpty {
+            let found = try await habits.lookup(user: userID, habits: held, options: options)
+            held.removeAll { found.habits[$0]?.deleted ?? true }
+        }
+        try await habits.setUnitHolds(
+            user: userID, holder: Self.unitHolder(goal.id), habits: held, unit: unit, options: options)
+    }
+
     // MARK: - Goals
 
     func createGoal(
@@ -333,25 +348,21 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
             throw GoalsError.goalNotFound(goalID)
         }
         if goal.type.isAssessed { throw GoalsError.notLinkable(goal.type) }
-        let options = CallOptions().propagating(from: context)
         guard goal.type == .quantity, let unit = goal.unit else {
             try await requireHabits([habitID], unit: nil, category: nil, user: user.id, context: context)
             _ = try await store.linkHabit(
                 user: user.id, goal: goalID, habit: habitID, habitUser: user.id, today: user.today, now: clock.now)
             return try await answer(goalID, user: user.id, context: context)
         }
-        // Habits checks the habit and holds its unit in one step, before the link exists.
+        // The unit is held before the link exists, so habits never sees a linked habit change its unit.
         let linked = try await store.openLinks(user: user.id, goal: goalID).map(\.habitID)
         try await requireHabits([habitID], unit: unit, category: nil, user: user.id, context: context)
-        try await habits.setUnitHolds(
-            user: user.id, holder: Self.unitHolder(goalID), habits: Array(Set(linked + [habitID])), unit: unit,
-            options: options)
+        try await holdUnits(of: linked + [habitID], for: goal, unit: unit, user: user.id, context: context)
         do {
             _ = try await store.linkHabit(
                 user: user.id, goal: goalID, habit: habitID, habitUser: user.id, today: user.today, now: clock.now)
         } catch {
-            try? await habits.setUnitHolds(
-                user: user.id, holder: Self.unitHolder(goalID), habits: linked, unit: unit, options: options)
+            try? await holdUnits(of: linked, for: goal, unit: unit, user: user.id, context: context)
             throw error
         }
         return try await answer(goalID, user: user.id, context: context)
@@ -370,9 +381,7 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         if goal.type == .quantity, let unit = goal.unit {
             // Sent on every unlink, so a retry after a failed call here sets the holds right.
             let remaining = try await store.openLinks(user: user.id, goal: goalID).map(\.habitID)
-            try await habits.setUnitHolds(
-                user: user.id, holder: Self.unitHolder(goalID), habits: remaining, unit: unit,
-                options: CallOptions().propagating(from: context))
+            try await holdUnits(of: remaining, for: goal, unit: unit, user: user.id, context: context)
         }
         return try await answer(goalID, user: user.id, context: context)
     }
