@@ -39,6 +39,7 @@ let package = Package(
         .library(name: "HabitFlowAuthProtos", targets: ["HabitFlowAuthProtos"]),
         .library(name: "HabitFlowBase64", targets: ["HabitFlowBase64"]),
         .library(name: "HabitFlowCrypto", targets: ["HabitFlowCrypto"]),
+        .library(name: "HabitFlowGoalsProtos", targets: ["HabitFlowGoalsProtos"]),
         .library(name: "HabitFlowHabitsProtos", targets: ["HabitFlowHabitsProtos"]),
         .library(name: "HabitFlowInternalCredential", targets: ["HabitFlowInternalCredential"]),
         .library(name: "HabitFlowPostgres", targets: ["HabitFlowPostgres"]),

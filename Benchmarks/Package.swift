@@ -83,6 +83,22 @@ let package = Package(
             path: "HabitsBenchmark",
             swiftSettings: swiftSettings
         ),
+        // Goals with progress for a user with 10 goals over 5 years of entries (Benchmarks/goals.sh); prints figures.
+        .executableTarget(
+            name: "goals-benchmark",
+            dependencies: [
+                "HabitFlowBenchmarkSupport",
+                .product(name: "HabitFlowGoalsProtos", package: "HabitFlow"),
+                .product(name: "HabitFlowHabitsProtos", package: "HabitFlow"),
+                .product(name: "HabitFlowInternalCredential", package: "HabitFlow"),
+                .product(name: "HabitFlowPostgres", package: "HabitFlow"),
+                .product(name: "HabitFlowRPC", package: "HabitFlow"),
+                .product(name: "HabitFlowRPCClient", package: "HabitFlow"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "GoalsBenchmark",
+            swiftSettings: swiftSettings
+        ),
         // The same habits RPC directly and through the gateway (Benchmarks/gateway.sh); prints figures.
         .executableTarget(
             name: "gateway-benchmark",

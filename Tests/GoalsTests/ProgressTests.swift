@@ -271,3 +271,117 @@ import Testing
         }
     }
 }
+
+/// After a read, a check-in (or its removal) reaches the cached progress as the changed weeks only.
+@Suite struct CachedProgressTests {
+    @Test func checkInsAfterACachedReadChangeOnlyTheirWeeks() async throws {
+        let user = try await TestUser()
+        try user.setNow("2026-01-21T12:00:00Z")  // 2026-W04
+        let walk = try await user.createHabit("Walk")
+        let goal = try await user.createGoal("Walk 10 times", type: .count, target: 10, habits: [walk]) {
+            $0.startDate = .with {
+                $0.year = 2026
+                $0.month = 1
+                $0.day = 5
+            }
+        }
+        try await user.importEntries(walk, dates: [date(2026, 1, 6), date(2026, 1, 7)])
+        #expect(try await user.goal(goal).progress.display == "2/10")
+        try await user.checkIn(walk, times: 2)
+        #expect(try await user.goal(goal).progress.display == "4/10")
+        // Marking a past day not done empties its week: the cached week goes.
+        _ = try await user.habits.markHabitNotDone(
+            .with {
+                $0.habitID = walk.id
+                $0.date = date(2026, 1, 6)
+            }, options: user.options)
+        _ = try await user.habits.markHabitNotDone(
+            .with {
+                $0.habitID = walk.id
+                $0.date = date(2026, 1, 7)
+            }, options: user.options)
+        #expect(try await user.goal(goal).progress.display == "2/10")
+        try await user.checkIn(walk, on: date(2026, 1, 13))
+        let cached = try await user.goal(goal)
+        #expect(cached.progress.display == "3/10")
+        #expect(try await user.history(goal).map(\.value) == [0, 1, 2])
+        let replica = try await user.fixture.startReplica()
+        defer { Task { await replica.shutdown() } }
+        let fresh = GoalsClient(transport: try GoalsFixture.channel(to: replica.port, signedAs: "gateway"))
+        #expect(try await fresh.getGoal(.with { $0.goalID = goal.id }, options: user.options) == cached)
+    }
+}
+
+/// Recurring tasks and the end of a horizon for goals counted toward a total.
+@Suite struct WeeklyAndEndingTests {
+    @Test func aRecurringTaskIsDoneOrNotEachWeek() async throws {
+        let user = try await TestUser()
+        try user.setNow("2026-01-14T12:00:00Z")  // 2026-W03
+        let review = try await user.createHabit("Weekly review")
+        let goal = try await user.createGoal("Review every week", type: .recurringTask, target: 0, habits: [review]) {
+            $0.startDate = .with {
+                $0.year = 2026
+                $0.month = 1
+                $0.day = 5
+            }
+        }
+        #expect(goal.progress.display == "Not done this week")
+        #expect(goal.target.value == 1)
+        try await user.importEntries(review, dates: [date(2026, 1, 6)])
+        #expect(try await user.goal(goal).progress.overallPercent == 100)  // W02 done, W03 not over yet
+        try await user.checkIn(review)
+        let done = try await user.goal(goal)
+        #expect(done.progress.display == "Done this week")
+        #expect(done.progress.percent == 100)
+        #expect(done.progress.weeksMet == 2)
+        #expect(try await user.history(goal).map(\.met) == [true, true])
+        try user.setNow("2026-01-28T12:00:00Z")  // W05: W04 was missed
+        let later = try await user.goal(goal)
+        #expect(later.progress.display == "Not done this week")
+        #expect(later.progress.overallPercent == 66)
+    }
+
+    @Test func aCountGoalShortOfItsTargetExpiresAtTheEnd() async throws {
+        let user = try await TestUser()
+        try user.setNow("2026-01-05T12:00:00Z")
+        let habit = try await user.createHabit("Cook")
+        let goal = try await user.createGoal("Cook 5 times", type: .count, target: 5, horizon: .oneWeek, habits: [habit])
+        try await user.checkIn(habit, times: 3)
+        #expect(try await user.goal(goal).status == .inProgress)
+        try user.setNow("2026-01-12T12:00:00Z")
+        let ended = try await user.goal(goal)
+        #expect(ended.status == .expired)
+        #expect(ended.progress.display == "3/5")
+        // It no longer holds a slot, and the default list still shows it (only archived goals are hidden).
+        #expect(try await user.list([.expired]).map(\.id) == [goal.id])
+    }
+
+    @Test func historyRangesAreChecked() async throws {
+        let user = try await TestUser()
+        let goal = try await user.createGoal("Any", type: .count, target: 5)
+        await expectError(.invalidArgument, field: "end_week") {
+            _ = try await user.goals.getGoalHistory(
+                .with {
+                    $0.goalID = goal.id
+                    $0.startWeek = .with {
+                        $0.year = 2026
+                        $0.week = 10
+                    }
+                    $0.endWeek = .with {
+                        $0.year = 2026
+                        $0.week = 2
+                    }
+                }, options: user.options)
+        }
+        await expectError(.invalidArgument, field: "start_week") {
+            _ = try await user.goals.getGoalHistory(
+                .with {
+                    $0.goalID = goal.id
+                    $0.startWeek = .with {
+                        $0.year = 2026
+                        $0.week = 60
+                    }
+                }, options: user.options)
+        }
+    }
+}

@@ -22,16 +22,16 @@ public struct EntryTotals: Sendable, Hashable {
 
     public init() {}
 
-    /// Adds a habit's week (`weekStart` is its Monday).
-    public mutating func add(habitID: UUID, weekStart: LocalDate, count: Int, sum: Double) {
-        let key = Key(habitID: habitID, weekStart: weekStart.daysSinceEpoch)
-        let previous = totals[key] ?? Total(count: 0, sum: 0)
-        totals[key] = Total(count: previous.count + count, sum: previous.sum + sum)
+    /// Puts a habit's week at the total given (what an answer says the whole week holds; 0 for a week emptied).
+    public mutating func replace(habitID: UUID, weekStart: LocalDate, count: Int, sum: Double) {
+        totals[Key(habitID: habitID, weekStart: weekStart.daysSinceEpoch)] = Total(count: count, sum: sum)
     }
 
-    /// Adds every week of `other` (the totals of other habits).
-    public mutating func merge(_ other: EntryTotals) {
-        totals.merge(other.totals) { Total(count: $0.count + $1.count, sum: $0.sum + $1.sum) }
+    /// Puts every week of `newer` in place of what these totals held for it (an emptied week goes).
+    public mutating func update(with newer: EntryTotals) {
+        for (key, total) in newer.totals {
+            totals[key] = total.count == 0 && total.sum == 0 ? nil : total
+        }
     }
 
     public func total(habitID: UUID, week: IsoWeek) -> Total? {

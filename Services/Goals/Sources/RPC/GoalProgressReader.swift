@@ -65,9 +65,13 @@ final class GoalProgressReader: Sendable {
         let today = clock.today(in: version.zone)
         let cached = snapshots.withLock { $0[userID] }
         if let cached, cached.version == version, cached.today == today {
-            if case .totals(let entries, let habitDetails, let categories, let habitsVersion) = try await aggregate(
-                for: cached.goals, user: userID, today: today, unlessVersion: cached.habitsVersion, options: options)
+            // The same goals and day: habits answers `unchanged`, or only the weeks whose entries changed since.
+            if case .totals(let changed, let habitDetails, let categories, let habitsVersion) = try await aggregate(
+                for: cached.goals, user: userID, today: today, unlessVersion: cached.habitsVersion,
+                changedSince: cached.habitsVersion, options: options)
             {
+                var entries = cached.entries
+                entries.update(with: changed)
                 return remember(
                     derive(cached.goals, today: today, entries: entries, habits: habitDetails, categories: categories,
                         habitsVersion: habitsVersion), for: userID)
@@ -109,9 +113,11 @@ final class GoalProgressReader: Sendable {
 
     /// One call to habits for every habit the goals link, over the weeks from the earliest goal's first through the
     /// current one (at most 4,000 days back: goals older than that count their last 4,000 days). More than 100
-    /// linked habits take one call per 100, never answered `unchanged`.
+    /// linked habits take one call per 100, each answered in full (such a snapshot gets version -1, which habits
+    /// never has, so the next read asks again in full).
     private func aggregate(
-        for goals: UserGoals, user userID: UUID, today: LocalDate, unlessVersion: Int64?, options: CallOptions
+        for goals: UserGoals, user userID: UUID, today: LocalDate, unlessVersion: Int64?, changedSince: Int64? = nil,
+        options: CallOptions
     ) async throws -> HabitsSource.Aggregate {
         let habitIDs = Array(Set(goals.links.values.joined().map(\.habitID))).sorted { $0.uuidString < $1.uuidString }
         let last = IsoWeek(containing: today).sunday
@@ -120,7 +126,7 @@ final class GoalProgressReader: Sendable {
         guard habitIDs.count > HabitsSource.maximumHabitsPerCall else {
             return try await habits.aggregate(
                 user: userID, habits: habitIDs, from: first, through: last, unlessVersion: unlessVersion,
-                options: options)
+                changedSince: changedSince, options: options)
         }
         var entries = EntryTotals()
         var details: [UUID: HabitInfo] = [:]
@@ -130,11 +136,10 @@ final class GoalProgressReader: Sendable {
             guard case .totals(let part, let partDetails, let partCategories, _) = try await habits.aggregate(
                 user: userID, habits: chunk, from: first, through: last, unlessVersion: nil, options: options)
             else { continue }
-            entries.merge(part)
+            entries.update(with: part)
             details.merge(partDetails) { $1 }
             categories = partCategories
         }
-        // A snapshot of several calls is never served again: -1 is no version habits answers.
         return .totals(entries, habits: details, categories: categories, version: -1)
     }
 }

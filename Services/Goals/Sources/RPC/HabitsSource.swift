@@ -32,10 +32,11 @@ struct HabitsSource: Sendable {
     }
 
     /// Entries of `habitIDs` per week from `first` through `last`, with the habits' details and the user's
-    /// categories; `.unchanged` when `unlessVersion` is still the user's version in habits.
+    /// categories; `.unchanged` when `unlessVersion` is still the user's version in habits. With `changedSince` (the
+    /// version of totals the caller keeps), only the weeks changed since, each whole (an emptied week with count 0).
     func aggregate(
         user userID: UUID, habits habitIDs: [UUID], from first: LocalDate, through last: LocalDate,
-        unlessVersion: Int64?, options: CallOptions
+        unlessVersion: Int64?, changedSince: Int64? = nil, options: CallOptions
     ) async throws -> Aggregate {
         let response = try await client.aggregateEntries(
             .with {
@@ -44,6 +45,7 @@ struct HabitsSource: Sendable {
                 $0.startDate = first.habitsProto
                 $0.endDate = last.habitsProto
                 if let unlessVersion { $0.unlessVersion = unlessVersion }
+                if let changedSince { $0.changedSinceVersion = changedSince }
                 $0.includeDetails = true
             }, options: options)
         if response.unchanged { return .unchanged }
@@ -52,7 +54,7 @@ struct HabitsSource: Sendable {
             guard let habitID = UUID(canonical: aggregate.habitID), let weekStart = aggregate.weekStart.localDate else {
                 continue
             }
-            totals.add(
+            totals.replace(
                 habitID: habitID, weekStart: weekStart, count: Int(aggregate.entryCount), sum: aggregate.valueSum)
         }
         return .totals(

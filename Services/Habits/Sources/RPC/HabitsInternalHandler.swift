@@ -60,9 +60,12 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
             }
         }
         guard !habitIDs.isEmpty else { return response }
-        let totals = Dictionary(
-            grouping: try await store.weekTotals(user: userID, habits: habitIDs, from: first, through: last),
-            by: \.habitID)
+        let weeks =
+            request.hasChangedSinceVersion
+            ? try await store.changedWeekTotals(
+                user: userID, habits: habitIDs, from: first, through: last, since: request.changedSinceVersion)
+            : try await store.weekTotals(user: userID, habits: habitIDs, from: first, through: last)
+        let totals = Dictionary(grouping: weeks, by: \.habitID)
         response.aggregates = habitIDs.flatMap { habitID in
             (totals[habitID] ?? []).sorted { $0.week < $1.week }.map { total in
                 .with {

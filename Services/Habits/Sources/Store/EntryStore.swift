@@ -162,6 +162,30 @@ extension HabitsStore {
         }
     }
 
+    /// The whole totals of the weeks (within the range) in which an entry of `habitIDs` was added or removed after
+    /// change-sequence value `since`; a week whose entries are all gone comes with count 0. Found through
+    /// `entries_changes`, so a check-in costs one week whatever the range.
+    public func changedWeekTotals(
+        user userID: UUID, habits habitIDs: [UUID], from first: LocalDate, through last: LocalDate, since: Int64
+    ) async throws -> [WeekTotal] {
+        try await pool.query(
+            """
+            WITH touched AS ( \
+            SELECT DISTINCT habit_id, local_date - (extract(isodow FROM local_date)::integer - 1) AS monday \
+            FROM entries WHERE user_id = \(userID) AND change_seq > \(since) AND habit_id = ANY(\(habitIDs)) \
+            AND local_date BETWEEN \(first) AND \(last)) \
+            SELECT t.habit_id, t.monday, count(e.id), coalesce(sum(e.value), 0) FROM touched t \
+            LEFT JOIN entries e ON e.user_id = \(userID) AND e.habit_id = t.habit_id AND e.deleted_at IS NULL \
+            AND e.local_date BETWEEN greatest(t.monday, \(first)) AND least(t.monday + 6, \(last)) \
+            GROUP BY t.habit_id, t.monday ORDER BY t.habit_id, t.monday
+            """
+        ).map { row in
+            WeekTotal(
+                habitID: try row.decode(0), week: IsoWeek(containing: try row.decode(1)),
+                count: Int(try row.decode(2, as: Int64.self)), valueSum: try row.decode(3))
+        }
+    }
+
     /// Which of `habitIDs` the user has (deleted ones included).
     public func existingHabitIDs(user userID: UUID, among habitIDs: [UUID]) async throws -> Set<UUID> {
         Set(

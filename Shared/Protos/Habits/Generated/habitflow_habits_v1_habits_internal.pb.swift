@@ -63,6 +63,18 @@ public nonisolated struct Habitflow_Habits_V1_AggregateEntriesRequest: Sendable 
   /// Also answer the habits' names and units and the user's categories (as LookupHabits does).
   public var includeDetails: Bool = false
 
+  /// The `version` of an earlier answer to the same request that the caller keeps: answer only the weeks (of the
+  /// requested habits and range) in which an entry was added or removed since, each with its whole total (0 entries
+  /// when none is left), to replace in the kept answer. A check-in then costs the caller one week, not the range.
+  public var changedSinceVersion: Int64 {
+    get {_changedSinceVersion ?? 0}
+    set {_changedSinceVersion = newValue}
+  }
+  /// Returns true if `changedSinceVersion` has been explicitly set.
+  public var hasChangedSinceVersion: Bool {self._changedSinceVersion != nil}
+  /// Clears the value of `changedSinceVersion`. Subsequent reads from it will return its default value.
+  public mutating func clearChangedSinceVersion() {self._changedSinceVersion = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -70,6 +82,7 @@ public nonisolated struct Habitflow_Habits_V1_AggregateEntriesRequest: Sendable 
   fileprivate var _startDate: Habitflow_Habits_V1_LocalDate? = nil
   fileprivate var _endDate: Habitflow_Habits_V1_LocalDate? = nil
   fileprivate var _unlessVersion: Int64? = nil
+  fileprivate var _changedSinceVersion: Int64? = nil
 }
 
 public nonisolated struct Habitflow_Habits_V1_AggregateEntriesResponse: Sendable {
@@ -416,7 +429,7 @@ fileprivate nonisolated let _protobuf_package = "habitflow.habits.v1"
 
 nonisolated extension Habitflow_Habits_V1_AggregateEntriesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".AggregateEntriesRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{3}habit_ids\0\u{3}start_date\0\u{3}end_date\0\u{3}unless_version\0\u{3}include_details\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{3}habit_ids\0\u{3}start_date\0\u{3}end_date\0\u{3}unless_version\0\u{3}include_details\0\u{3}changed_since_version\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -430,6 +443,7 @@ nonisolated extension Habitflow_Habits_V1_AggregateEntriesRequest: SwiftProtobuf
       case 4: try { try decoder.decodeSingularMessageField(value: &self._endDate) }()
       case 5: try { try decoder.decodeSingularInt64Field(value: &self._unlessVersion) }()
       case 6: try { try decoder.decodeSingularBoolField(value: &self.includeDetails) }()
+      case 7: try { try decoder.decodeSingularInt64Field(value: &self._changedSinceVersion) }()
       default: break
       }
     }
@@ -458,6 +472,9 @@ nonisolated extension Habitflow_Habits_V1_AggregateEntriesRequest: SwiftProtobuf
     if self.includeDetails != false {
       try visitor.visitSingularBoolField(value: self.includeDetails, fieldNumber: 6)
     }
+    try { if let v = self._changedSinceVersion {
+      try visitor.visitSingularInt64Field(value: v, fieldNumber: 7)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -468,6 +485,7 @@ nonisolated extension Habitflow_Habits_V1_AggregateEntriesRequest: SwiftProtobuf
     if lhs._endDate != rhs._endDate {return false}
     if lhs._unlessVersion != rhs._unlessVersion {return false}
     if lhs.includeDetails != rhs.includeDetails {return false}
+    if lhs._changedSinceVersion != rhs._changedSinceVersion {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -66,7 +66,8 @@ public enum Habitflow_Habits_V1_HabitsService {
         func deleteHabit(request: Habitflow_Habits_V1_DeleteHabitRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_Habit
 
         /// Adds one completion on a day (default: the user's today). A day after the user's today is INVALID_ARGUMENT.
-        /// A repeated call with the same entry_id returns the first result.
+        /// A repeated call with the same entry_id returns the first result. A day before the habit's live_from moves
+        /// live_from back to it (the habit then counts from that week; it appears updated in ListChanges).
         func markHabitDone(request: Habitflow_Habits_V1_MarkHabitDoneRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_Entry
 
         /// Removes every completion of the habit on a day (default: today).
@@ -193,7 +194,8 @@ public enum Habitflow_Habits_V1_HabitsService {
         }
 
         /// Adds one completion on a day (default: the user's today). A day after the user's today is INVALID_ARGUMENT.
-        /// A repeated call with the same entry_id returns the first result.
+        /// A repeated call with the same entry_id returns the first result. A day before the habit's live_from moves
+        /// live_from back to it (the habit then counts from that week; it appears updated in ListChanges).
         public func markHabitDone(_ request: Habitflow_Habits_V1_MarkHabitDoneRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Habits_V1_Entry {
             try await markHabitDoneWithMetadata(request, options: options).message
         }

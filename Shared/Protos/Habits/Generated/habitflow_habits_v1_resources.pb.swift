@@ -208,7 +208,8 @@ public nonisolated struct Habitflow_Habits_V1_Habit: @unchecked Sendable {
     set {_uniqueStorage()._deleted = newValue}
   }
 
-  /// The user's day of creation: the habit counts in weekly scores from that ISO week on.
+  /// The user's day of creation, or of its earliest entry when that is earlier: the habit counts in weekly scores
+  /// from that ISO week on.
   public var liveFrom: Habitflow_Habits_V1_LocalDate {
     get {_storage._liveFrom ?? Habitflow_Habits_V1_LocalDate()}
     set {_uniqueStorage()._liveFrom = newValue}
