@@ -331,8 +331,8 @@ let package = Package(
             name: "HabitFlowGateway",
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowAuthProtos", "HabitFlowCrypto",
-                "HabitFlowGRPCSideServiceProtos", "HabitFlowGatewayProtos", "HabitFlowHabitsProtos",
-                "HabitFlowPublicAPI", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
+                "HabitFlowGRPCSideServiceProtos", "HabitFlowGatewayProtos", "HabitFlowGoalsProtos",
+                "HabitFlowHabitsProtos", "HabitFlowPublicAPI", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
                 "HabitFlowRPCSideServices", "HabitFlowServiceKit", "HabitFlowTLS", "HabitFlowTokens", logging,
                 prometheus,
             ],
@@ -367,8 +367,9 @@ let package = Package(
         .target(
             name: "HabitFlowSDK",
             dependencies: [
-                "HabitFlowAuthProtos", "HabitFlowPublicAPI", "HabitFlowGatewayProtos", "HabitFlowHabitsProtos",
-                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowTLS", logging, nioCore, swiftProtobuf,
+                "HabitFlowAuthProtos", "HabitFlowPublicAPI", "HabitFlowGatewayProtos", "HabitFlowGoalsProtos",
+                "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowTLS", logging, nioCore,
+                swiftProtobuf,
             ],
             path: "Shared/SDK",
             swiftSettings: swiftSettings
@@ -515,11 +516,12 @@ let package = Package(
             path: "Tests/AuthTests",
             swiftSettings: swiftSettings
         ),
-        // Starts auth, habits and the gateway in-process on free ports, against the test Postgres.
+        // Starts auth, habits, goals and the gateway in-process on free ports, against the test Postgres.
         .target(
             name: "HabitFlowStackTestSupport",
             dependencies: [
-                "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowGateway", "HabitFlowHabits", "HabitFlowRPCClient",
+                "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowGateway", "HabitFlowGoals", "HabitFlowHabits",
+                "HabitFlowRPCClient",
                 "HabitFlowServiceKit", "HabitFlowTestSupport", logging,
             ],
             path: "Tests/StackSupport",
@@ -529,7 +531,7 @@ let package = Package(
             name: "GatewayTests",
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowAuthProtos", "HabitFlowCrypto", "HabitFlowGRPCProtos",
-                "HabitFlowGRPCSideServiceProtos", "HabitFlowGateway", "HabitFlowGatewayProtos",
+                "HabitFlowGRPCSideServiceProtos", "HabitFlowGateway", "HabitFlowGatewayProtos", "HabitFlowGoalsProtos",
                 "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit",
                 "HabitFlowStackTestSupport", "HabitFlowTestSupport", "HabitFlowTokens", logging, prometheus,
                 swiftProtobuf,
@@ -540,7 +542,7 @@ let package = Package(
         .testTarget(
             name: "SDKTests",
             dependencies: [
-                "HabitFlowAuthProtos", "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowSDK",
+                "HabitFlowAuthProtos", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowSDK",
                 "HabitFlowStackTestSupport", "HabitFlowTestSupport",
             ],
             path: "Tests/SDKTests",

@@ -1,6 +1,7 @@
 public import Foundation
 public import HabitFlowAuthProtos
 public import HabitFlowGatewayProtos
+public import HabitFlowGoalsProtos
 public import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import HabitFlowRPCClient
@@ -14,11 +15,16 @@ public import Logging
 /// try await client.logIn(email: "ana@example.com", password: password)
 /// let habit = try await client.habits.createHabit(.with { $0.name = "Read"; $0.weeklyTarget = 5 })
 /// _ = try await client.habits.markHabitDone(.with { $0.habitID = habit.id })
+/// let goal = try await client.goals.createGoal(.with {
+///     $0.title = "Read 5 times a week"; $0.type = .weeklyHabit; $0.target.value = 5; $0.horizon = .twelveWeeks
+///     $0.habitIds = [habit.id]
+/// })
 /// let dashboard = try await client.dashboard()
 /// print(dashboard.weeklyScore.display)   // "100% (1/1 habits)"
+/// print(dashboard.goals[0].display)      // "1/5"
 /// ```
 ///
-/// ``auth``, ``habits`` and ``gateway`` offer every public RPC, typed (their messages are the API's data model).
+/// ``auth``, ``habits``, ``goals`` and ``gateway`` offer every public RPC, typed (their messages are the API's data model).
 /// Each call gets the configured deadline unless it passes its own; reads and idempotent writes are retried when
 /// the service is briefly unavailable; an expired access token is refreshed automatically, once for all the calls
 /// that need it. Errors are ``HabitFlowError``s: a kind to switch on, the status, field violations, a retry delay.
@@ -53,6 +59,8 @@ public final class HabitFlowClient: Sendable {
     public let auth: Habitflow_Auth_V1_AuthService.Client
     /// Categories, habits, check-ins, weeks and scores (habitflow.habits.v1.HabitsService).
     public let habits: Habitflow_Habits_V1_HabitsService.Client
+    /// Goals, their links to habits, assessments, progress and history (habitflow.goals.v1.GoalsService).
+    public let goals: Habitflow_Goals_V1_GoalsService.Client
     /// Views assembled by the gateway, such as the dashboard (habitflow.gateway.v1.GatewayService).
     public let gateway: Habitflow_Gateway_V1_GatewayService.Client
 
@@ -93,6 +101,7 @@ public final class HabitFlowClient: Sendable {
         self.session = session
         self.auth = Habitflow_Auth_V1_AuthService.Client(transport: transport)
         self.habits = Habitflow_Habits_V1_HabitsService.Client(transport: transport)
+        self.goals = Habitflow_Goals_V1_GoalsService.Client(transport: transport)
         self.gateway = Habitflow_Gateway_V1_GatewayService.Client(transport: transport)
     }
 
@@ -160,8 +169,8 @@ public final class HabitFlowClient: Sendable {
 
     // MARK: Shortcuts
 
-    /// This week at a glance: weekly score, each habit's "X/Y", category scores; `missingParts` names what could
-    /// not be fetched.
+    /// This week at a glance: weekly score, each habit's "X/Y", category scores, the goals being worked on with
+    /// their progress; `missingParts` names what could not be fetched.
     public func dashboard() async throws -> Habitflow_Gateway_V1_Dashboard {
         try await gateway.getDashboard(Habitflow_Gateway_V1_GetDashboardRequest())
     }

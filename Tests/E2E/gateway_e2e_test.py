@@ -1,6 +1,6 @@
 """End to end through the gateway, from a client we did not write: Python grpcio with message classes generated from
-Schemas/ at test time, against the real executables (habitflow-auth, habitflow-habits, habitflow-gateway) and the test
-Postgres that scripts/test starts.
+Schemas/ at test time, against the real executables (habitflow-auth, habitflow-habits, habitflow-goals,
+habitflow-gateway) and the test Postgres that scripts/test starts.
 
 Environment (set by scripts/test): HABITFLOW_E2E_BIN_DIR (the built executables), HABITFLOW_TEST_<SERVICE>_DATABASE_URL,
 HABITFLOW_SQL_DIR.
@@ -35,6 +35,9 @@ PROTOS = [
     "habitflow/habits/v1/resources.proto",
     "habitflow/habits/v1/habits_service.proto",
     "habitflow/habits/v1/habits_internal.proto",
+    "habitflow/goals/v1/resources.proto",
+    "habitflow/goals/v1/goals_service.proto",
+    "habitflow/goals/v1/goals_internal.proto",
     "habitflow/gateway/v1/gateway.proto",
     "grpc/health/v1/health.proto",
     "grpc/reflection/v1/reflection.proto",
@@ -70,6 +73,8 @@ from grpc.health.v1 import health_pb2  # noqa: E402
 from grpc.reflection.v1 import reflection_pb2  # noqa: E402
 from habitflow.auth.v1 import auth_internal_pb2, auth_pb2  # noqa: E402
 from habitflow.gateway.v1 import gateway_pb2  # noqa: E402
+from habitflow.goals.v1 import goals_internal_pb2, goals_service_pb2  # noqa: E402
+from habitflow.goals.v1 import resources_pb2 as goals_resources_pb2  # noqa: E402
 from habitflow.habits.v1 import habits_internal_pb2, habits_service_pb2, resources_pb2  # noqa: E402
 
 
@@ -95,7 +100,7 @@ def free_port():
 
 
 def start_stack(test_case):
-    """auth, habits and the gateway on free ports against the test Postgres; stopped when the class is done."""
+    """auth, habits, goals and the gateway on free ports against the test Postgres; stopped when the class is done."""
     bin_dir = os.environ.get("HABITFLOW_E2E_BIN_DIR") or os.path.join(REPO_ROOT, ".build", "debug")
     env = dict(os.environ)
     for name in ("auth", "habits", "goals", "social"):
@@ -107,7 +112,7 @@ def start_stack(test_case):
     env["HABITFLOW_AUTH_KEY_ENCRYPTION_KEY"] = KEY_ENCRYPTION_KEY
     env["HABITFLOW_LOG_LEVEL"] = "warning"
     env.setdefault("HABITFLOW_SQL_DIR", os.path.join(REPO_ROOT, "Schemas", "sql"))
-    names = ["auth", "habits", "gateway"]
+    names = ["auth", "habits", "goals", "gateway"]
     log_dir = tempfile.mkdtemp(prefix="habitflow-e2e-logs-")
     stack = habitflow_stack.Stack(
         bin_dir, base_env=env, ports={name: free_port() for name in names},
@@ -135,6 +140,7 @@ def start_stack(test_case):
     test_case.addClassCleanup(test_case.channel.close)
     test_case.auth = service_stub(test_case.channel, auth_pb2, "AuthService")
     test_case.habits = service_stub(test_case.channel, habits_service_pb2, "HabitsService")
+    test_case.goals = service_stub(test_case.channel, goals_service_pb2, "GoalsService")
     test_case.gateway = service_stub(test_case.channel, gateway_pb2, "GatewayService")
 
 
@@ -173,6 +179,18 @@ def status_details(error):
             status.ParseFromString(value)
             return status
     return None
+
+
+def field_violations(error):
+    """The fields named by the BadRequest details of a failed call, in order."""
+    status = status_details(error)
+    fields = []
+    for detail in status.details if status else ():
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad_request = error_details_pb2.BadRequest()
+            detail.Unpack(bad_request)
+            fields += [violation.field for violation in bad_request.field_violations]
+    return fields
 
 
 def error_reason(error):
@@ -227,13 +245,62 @@ class GatewayEndToEnd(unittest.TestCase):
         self.assertEqual(dashboard.weekly_score.display, week.score.display)
         self.assertEqual([habit.progress for habit in dashboard.habits], [habit.progress for habit in week.habits])
         self.assertEqual(len(dashboard.category_scores), len(week.category_scores))
+        # Goals answered (this user has none); only the leaderboard's service is not deployed yet.
+        self.assertEqual(len(dashboard.goals), 0)
         missing = {part.part: part.code for part in dashboard.missing_parts}
-        self.assertEqual(missing, {gateway_pb2.DASHBOARD_PART_GOALS: grpc.StatusCode.UNIMPLEMENTED.value[0],
-                                   gateway_pb2.DASHBOARD_PART_LEADERBOARD: grpc.StatusCode.UNIMPLEMENTED.value[0]})
+        self.assertEqual(missing, {gateway_pb2.DASHBOARD_PART_LEADERBOARD: grpc.StatusCode.UNIMPLEMENTED.value[0]})
+
+    def test_a_goal_with_a_linked_habit(self):
+        _, registered = register(self, time_zone="Pacific/Auckland")
+        token = bearer(registered.tokens.access_token)
+        habit = self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name="Practice", weekly_target=3),
+                                        metadata=token, timeout=RPC_TIMEOUT)
+        goal_id = str(uuid.uuid4())
+        request = goals_service_pb2.CreateGoalRequest(
+            goal_id=goal_id, title="Practice three times a week", icon="🎸",
+            type=goals_resources_pb2.GOAL_TYPE_WEEKLY_HABIT, target=goals_resources_pb2.GoalTarget(value=3),
+            horizon=goals_resources_pb2.HORIZON_TWELVE_WEEKS, habit_ids=[habit.id])
+        created = self.goals.CreateGoal(request, metadata=token, timeout=RPC_TIMEOUT)
+        self.assertEqual(created.id, goal_id)
+        self.assertEqual(created.owner_id, registered.user.id)
+        self.assertEqual(created.status, goals_resources_pb2.GOAL_STATUS_NOT_STARTED)
+        self.assertEqual([link.habit_id for link in created.links], [habit.id])
+        # A retried create (same goal_id) returns the same goal rather than a second one.
+        self.assertEqual(self.goals.CreateGoal(request, metadata=token, timeout=RPC_TIMEOUT).id, goal_id)
+
+        self.habits.MarkHabitDone(habits_service_pb2.MarkHabitDoneRequest(habit_id=habit.id), metadata=token,
+                                  timeout=RPC_TIMEOUT)
+        goal = self.goals.GetGoal(goals_service_pb2.GetGoalRequest(goal_id=goal_id), metadata=token,
+                                  timeout=RPC_TIMEOUT)
+        self.assertEqual(goal.progress.display, "1/3")
+        self.assertEqual(goal.progress.percent, 33)
+        self.assertEqual(goal.status, goals_resources_pb2.GOAL_STATUS_IN_PROGRESS)
+        self.assertEqual([link.habit_name for link in goal.links], ["Practice"])
+
+        listed = self.goals.ListGoals(goals_service_pb2.ListGoalsRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        self.assertEqual([(g.id, g.progress.display) for g in listed.goals], [(goal_id, "1/3")])
+        self.assertEqual(listed.next_page_token, "")
+
+        dashboard = self.gateway.GetDashboard(gateway_pb2.GetDashboardRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        self.assertEqual([(g.goal_id, g.title, g.icon, g.display, g.percent) for g in dashboard.goals],
+                         [(goal_id, "Practice three times a week", "🎸", "1/3", 33)])
+        self.assertEqual(dashboard.goals[0].status, gateway_pb2.GOAL_STATUS_IN_PROGRESS)
+        self.assertNotIn(gateway_pb2.DASHBOARD_PART_GOALS, [part.part for part in dashboard.missing_parts])
+
+    def test_a_goal_without_a_title_is_refused(self):
+        _, registered = register(self)
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.goals.CreateGoal(
+                goals_service_pb2.CreateGoalRequest(
+                    title="", type=goals_resources_pb2.GOAL_TYPE_COUNT, target=goals_resources_pb2.GoalTarget(value=10),
+                    horizon=goals_resources_pb2.HORIZON_FOUR_WEEKS),
+                metadata=bearer(registered.tokens.access_token), timeout=RPC_TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(field_violations(caught.exception), ["title"])
 
     def test_deleting_an_account_removes_its_habits(self):
-        # Auth's outbox relay runs here as in the stack, with goals and social not deployed: the account's events must
-        # still reach habits, which then forgets the user.
+        # Auth's outbox relay runs here as in the stack, with social not deployed: the account's events must still
+        # reach habits, which then forgets the user.
         account, registered = register(self)
         token = bearer(registered.tokens.access_token)
         self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name="Stretch", weekly_target=2), metadata=token,
@@ -267,15 +334,8 @@ class GatewayEndToEnd(unittest.TestCase):
             self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name=""),
                                     metadata=bearer(registered.tokens.access_token), timeout=RPC_TIMEOUT)
         self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
-        status = status_details(caught.exception)
-        self.assertIsNotNone(status)
-        violations = []
-        for detail in status.details:
-            if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-                bad_request = error_details_pb2.BadRequest()
-                detail.Unpack(bad_request)
-                violations += [violation.field for violation in bad_request.field_violations]
-        self.assertEqual(violations, ["name"])
+        self.assertIsNotNone(status_details(caught.exception))
+        self.assertEqual(field_violations(caught.exception), ["name"])
 
     def test_calls_without_a_valid_token_are_refused(self):
         _, registered = register(self)
@@ -311,6 +371,7 @@ class GatewayEndToEnd(unittest.TestCase):
         token = bearer(registered.tokens.access_token)
         auth_internal = service_stub(self.channel, auth_internal_pb2, "AuthInternal")
         habits_internal = service_stub(self.channel, habits_internal_pb2, "HabitsInternal")
+        goals_internal = service_stub(self.channel, goals_internal_pb2, "GoalsInternal")
         calls = [
             lambda: auth_internal.GetVerificationKeys(
                 auth_internal_pb2.GetVerificationKeysRequest(), metadata=token, timeout=RPC_TIMEOUT),
@@ -319,13 +380,18 @@ class GatewayEndToEnd(unittest.TestCase):
                                                       user_id=registered.user.id), metadata=token, timeout=RPC_TIMEOUT),
             lambda: habits_internal.PurgeUser(
                 habits_internal_pb2.PurgeUserRequest(user_id=registered.user.id), metadata=token, timeout=RPC_TIMEOUT),
+            lambda: goals_internal.PurgeUser(
+                goals_internal_pb2.PurgeUserRequest(user_id=registered.user.id), metadata=token, timeout=RPC_TIMEOUT),
+            lambda: goals_internal.ListActiveGoals(
+                goals_internal_pb2.ListActiveGoalsRequest(user_id=registered.user.id), metadata=token,
+                timeout=RPC_TIMEOUT),
         ]
         for call in calls:
             with self.assertRaises(grpc.RpcError) as caught:
                 call()
             self.assertEqual(caught.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
 
-        # Reflection describes the public API only.
+        # Reflection describes the public API only (what `grpcurl list` shows).
         reflection = self.channel.stream_stream(
             "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
             request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
@@ -335,8 +401,10 @@ class GatewayEndToEnd(unittest.TestCase):
                   reflection_pb2.ServerReflectionRequest(file_containing_symbol="habitflow.auth.v1.AuthInternal")]),
             timeout=RPC_TIMEOUT))
         services = {service.name for service in responses[0].list_services_response.service}
-        self.assertIn("habitflow.habits.v1.HabitsService", services)
-        self.assertFalse({"habitflow.auth.v1.AuthInternal", "habitflow.habits.v1.HabitsInternal"} & services)
+        self.assertEqual(services, {
+            "habitflow.auth.v1.AuthService", "habitflow.habits.v1.HabitsService", "habitflow.goals.v1.GoalsService",
+            "habitflow.gateway.v1.GatewayService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+            "grpc.reflection.v1alpha.ServerReflection"})
         self.assertEqual(responses[1].error_response.error_code, grpc.StatusCode.NOT_FOUND.value[0])
 
     def test_health(self):
@@ -346,7 +414,7 @@ class GatewayEndToEnd(unittest.TestCase):
 
 
 class ServiceOutage(unittest.TestCase):
-    """A stack of its own, whose habits service is stopped mid-test."""
+    """A stack of its own, whose habits and goals services are stopped mid-test."""
 
     @classmethod
     def setUpClass(cls):
@@ -376,6 +444,18 @@ class ServiceOutage(unittest.TestCase):
         missing = {part.part: part.code for part in dashboard.missing_parts}
         self.assertEqual(missing.get(gateway_pb2.DASHBOARD_PART_HABITS), grpc.StatusCode.UNAVAILABLE.value[0])
         self.assertEqual(len(dashboard.habits), 0)
+
+        # Goals goes too: its part is missing as well, and the dashboard still answers.
+        self.assertEqual(self.stack.stop("goals"), 0)
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.goals.ListGoals(goals_service_pb2.ListGoalsRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        dashboard = self.gateway.GetDashboard(gateway_pb2.GetDashboardRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        missing = {part.part: part.code for part in dashboard.missing_parts}
+        self.assertEqual(missing, {gateway_pb2.DASHBOARD_PART_HABITS: grpc.StatusCode.UNAVAILABLE.value[0],
+                                   gateway_pb2.DASHBOARD_PART_GOALS: grpc.StatusCode.UNAVAILABLE.value[0],
+                                   gateway_pb2.DASHBOARD_PART_LEADERBOARD: grpc.StatusCode.UNIMPLEMENTED.value[0]})
+        self.assertEqual(len(dashboard.goals), 0)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ import HabitFlowAuthProtos
 import HabitFlowGRPCSideServiceProtos
 import HabitFlowGateway
 import HabitFlowGatewayProtos
+import HabitFlowGoalsProtos
 import HabitFlowHabitsProtos
 import HabitFlowRPC
 import HabitFlowRPCClient
@@ -12,12 +13,13 @@ import HabitFlowStackTestSupport
 import HabitFlowTestSupport
 import Testing
 
-/// The gateway over the real auth and habits services and the test Postgres, called as a client would.
+/// The gateway over the real auth, habits and goals services and the test Postgres, called as a client would.
 @Suite struct GatewayStackTests {
     struct Clients {
         let channel: RPCChannel
         var auth: Habitflow_Auth_V1_AuthService.Client { .init(transport: channel) }
         var habits: Habitflow_Habits_V1_HabitsService.Client { .init(transport: channel) }
+        var goals: Habitflow_Goals_V1_GoalsService.Client { .init(transport: channel) }
         var gateway: Habitflow_Gateway_V1_GatewayService.Client { .init(transport: channel) }
     }
 
@@ -86,7 +88,9 @@ import Testing
         #expect(dashboard.habits.map(\.progress) == ["2/2", "1/3"])
         #expect(dashboard.habits.map(\.met) == [true, false])
         #expect(dashboard.categoryScores.map(\.categoryName).contains("Uncategorized"))
-        #expect(dashboard.missingParts.map(\.part) == [.goals, .leaderboard])
+        // Goals answered (this user has none); only the leaderboard's service is not deployed yet.
+        #expect(dashboard.goals.isEmpty)
+        #expect(dashboard.missingParts.map(\.part) == [.leaderboard])
         #expect(dashboard.missingParts.allSatisfy { $0.code == Int32(RPCStatusCode.unimplemented.rawValue) })
         #expect(!dashboard.timeZone.isEmpty)
 
@@ -104,6 +108,128 @@ import Testing
         withID.metadata.add("x-request-id", "client-chosen-42")
         let echoed = try await clients.auth.getProfileWithMetadata(.init(), options: withID)
         #expect(echoed.initialMetadata["x-request-id"] == "client-chosen-42")
+
+        await clients.channel.close()
+        await stack.stop()
+    }
+
+    /// A weekly goal linked to a habit, made through the gateway: the dashboard's goals part shows its progress, and
+    /// only the goals the user is working on.
+    @Test func goalsThroughTheGatewayAndOnTheDashboard() async throws {
+        let stack = try await TestStack.start()
+        let clients = Clients(channel: try stack.gatewayChannel())
+        let (_, registered) = try await Self.register(clients)
+        let options = Self.bearer(registered.tokens.accessToken)
+
+        let run = try await clients.habits.createHabit(
+            .with {
+                $0.name = "Run"
+                $0.weeklyTarget = 3
+            }, options: options)
+        let goal = try await clients.goals.createGoal(
+            .with {
+                $0.title = "Run three times a week"
+                $0.icon = "🏃"
+                $0.type = .weeklyHabit
+                $0.target.value = 3
+                $0.horizon = .fourWeeks
+                $0.habitIds = [run.id]
+            }, options: options)
+        #expect(goal.ownerID == registered.user.id)
+        #expect(goal.status == .notStarted)
+        #expect(goal.progress.display == "0/3")
+        #expect(goal.links.map(\.habitID) == [run.id])
+        let other = try await clients.goals.createGoal(
+            .with {
+                $0.title = "Read 12 books"
+                $0.type = .count
+                $0.target.value = 12
+                $0.horizon = .ongoing
+            }, options: options)
+        // A goal the user is done with is not on the dashboard.
+        let archived = try await clients.goals.createGoal(
+            .with {
+                $0.title = "An old goal"
+                $0.type = .count
+                $0.target.value = 5
+                $0.horizon = .twelveWeeks
+            }, options: options)
+        _ = try await clients.goals.archiveGoal(.with { $0.goalID = archived.id }, options: options)
+
+        _ = try await clients.habits.markHabitDone(.with { $0.habitID = run.id }, options: options)
+        let read = try await clients.goals.getGoal(.with { $0.goalID = goal.id }, options: options)
+        #expect(read.progress.display == "1/3")
+        #expect(read.status == .inProgress)
+
+        let dashboard = try await clients.gateway.getDashboard(.init(), options: options)
+        #expect(dashboard.missingParts.map(\.part) == [.leaderboard])
+        #expect(dashboard.habits.map(\.progress) == ["1/3"])
+        #expect(Set(dashboard.goals.map(\.goalID)) == [goal.id, other.id])
+        let card = try #require(dashboard.goals.first { $0.goalID == goal.id })
+        #expect(card.title == "Run three times a week")
+        #expect(card.icon == "🏃")
+        #expect(card.categoryID == read.categoryID)
+        #expect(card.status == .inProgress)
+        #expect(card.display == "1/3")
+        #expect(card.percent == 33)
+        #expect(card.percent == read.progress.percent)
+        #expect(card.overallPercent == read.progress.overallPercent)
+        #expect(!card.thisWeekMet)
+        #expect(!card.shared)
+        let otherCard = try #require(dashboard.goals.first { $0.goalID == other.id })
+        #expect(otherCard.status == .notStarted)
+        #expect(otherCard.display == other.progress.display)
+
+        // Goals' own errors come through the gateway with their details.
+        let invalid = await #expect(throws: RPCError.self) {
+            _ = try await clients.goals.createGoal(
+                .with {
+                    $0.type = .count
+                    $0.target.value = 5
+                    $0.horizon = .fourWeeks
+                }, options: options)
+        }
+        #expect(invalid?.code == .invalidArgument)
+        #expect(invalid?.fieldViolations.map(\.field) == ["title"])
+
+        await clients.channel.close()
+        await stack.stop()
+    }
+
+    /// With goals stopped, goal calls fail `UNAVAILABLE` at once and the dashboard still answers, without its goals
+    /// part, which `missing_parts` names.
+    @Test func theDashboardWithoutGoals() async throws {
+        let stack = try await TestStack.start()
+        let clients = Clients(channel: try stack.gatewayChannel())
+        let (_, registered) = try await Self.register(clients)
+        let options = Self.bearer(registered.tokens.accessToken)
+        let habit = try await clients.habits.createHabit(.with { $0.name = "Stretch" }, options: options)
+        _ = try await clients.goals.createGoal(
+            .with {
+                $0.title = "Stretch every week"
+                $0.type = .recurringTask
+                $0.horizon = .eightWeeks
+                $0.habitIds = [habit.id]
+            }, options: options)
+        #expect(try await clients.gateway.getDashboard(.init(), options: options).goals.count == 1)
+
+        await stack.goals.shutdown()
+        var once = options
+        once.idempotent = false
+        let started = ContinuousClock.now
+        let unavailable = await #expect(throws: RPCError.self) {
+            _ = try await clients.goals.listGoals(.init(), options: once)
+        }
+        #expect(unavailable?.code == .unavailable)
+        #expect(ContinuousClock.now - started < .seconds(5))
+
+        let dashboard = try await clients.gateway.getDashboard(.init(), options: options)
+        #expect(dashboard.goals.isEmpty)
+        #expect(dashboard.habits.map(\.name) == ["Stretch"])
+        #expect(dashboard.missingParts.map(\.part) == [.goals, .leaderboard])
+        let goalsPart = try #require(dashboard.missingParts.first { $0.part == .goals })
+        #expect(goalsPart.code == Int32(RPCStatusCode.unavailable.rawValue))
+        #expect(goalsPart.message.contains("goals"))
 
         await clients.channel.close()
         await stack.stop()
@@ -181,6 +307,11 @@ import Testing
                 .importEntries(.with { $0.userID = registered.user.id }, options: options)
         }
         #expect(importEntries?.code == .unimplemented)
+        let goalsInternal = await #expect(throws: RPCError.self) {
+            _ = try await Habitflow_Goals_V1_GoalsInternal.Client(transport: clients.channel)
+                .purgeUser(.with { $0.userID = registered.user.id }, options: options)
+        }
+        #expect(goalsInternal?.code == .unimplemented)
 
         // Reflection: the public services only; the internal ones are not even described.
         let reflection = Grpc_Reflection_V1_ServerReflection.Client(transport: clients.channel)
@@ -192,14 +323,19 @@ import Testing
         #expect(
             Set(listed) == [
                 "habitflow.auth.v1.AuthService", "habitflow.habits.v1.HabitsService",
-                "habitflow.gateway.v1.GatewayService", "grpc.health.v1.Health",
+                "habitflow.goals.v1.GoalsService", "habitflow.gateway.v1.GatewayService", "grpc.health.v1.Health",
                 "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection",
             ])
         continuation.yield(.with { $0.fileContainingSymbol = "habitflow.auth.v1.AuthInternal" })
         #expect(try #require(try await iterator.next()).errorResponse.errorCode == Int32(RPCStatusCode.notFound.rawValue))
+        continuation.yield(.with { $0.fileContainingSymbol = "habitflow.goals.v1.GoalsInternal" })
+        #expect(try #require(try await iterator.next()).errorResponse.errorCode == Int32(RPCStatusCode.notFound.rawValue))
         continuation.yield(.with { $0.fileContainingSymbol = "habitflow.auth.v1.AuthService" })
         let files = try #require(try await iterator.next()).fileDescriptorResponse.fileDescriptorProto
         #expect(!files.isEmpty)
+        continuation.yield(.with { $0.fileContainingSymbol = "habitflow.goals.v1.GoalsService" })
+        let goalsFiles = try #require(try await iterator.next()).fileDescriptorResponse.fileDescriptorProto
+        #expect(!goalsFiles.isEmpty)
         continuation.finish()
 
         await clients.channel.close()

@@ -1,5 +1,6 @@
 import Foundation
 import HabitFlowAuthProtos
+import HabitFlowGoalsProtos
 import HabitFlowHabitsProtos
 import HabitFlowRPC
 import HabitFlowSDK
@@ -36,7 +37,7 @@ func concurrently(_ count: Int, _ body: @escaping @Sendable () async throws -> V
     }
 }
 
-/// The SDK against the real stack (gateway, auth, habits, Postgres).
+/// The SDK against the real stack (gateway, auth, habits, goals, Postgres).
 @Suite struct SDKTests {
     static func client(
         _ stack: TestStack, store: any TokenStore = InMemoryTokenStore(),
@@ -77,6 +78,48 @@ func concurrently(_ count: Int, _ body: @escaping @Sendable () async throws -> V
             try await client.logIn(email: account.email, password: "not the password")
         }
         #expect(wrong?.kind == .notSignedIn)
+        await client.close()
+        await stack.stop()
+    }
+
+    @Test func goalsTypedCalls() async throws {
+        let stack = try await TestStack.start()
+        let client = try Self.client(stack)
+        let account = TestAccount()
+        try await client.signUp(
+            email: account.email, username: account.username, password: account.password, timeZone: "Europe/Lisbon")
+
+        let habit = try await client.habits.createHabit(
+            .with {
+                $0.name = "Swim"
+                $0.weeklyTarget = 2
+            })
+        let created = try await client.goals.createGoal(
+            .with {
+                $0.goalID = UUID().uuidString.lowercased()
+                $0.title = "Swim twice a week"
+                $0.type = .weeklyHabit
+                $0.target.value = 2
+                $0.horizon = .twelveWeeks
+                $0.habitIds = [habit.id]
+            })
+        #expect(created.progress.display == "0/2")
+        _ = try await client.habits.markHabitDone(.with { $0.habitID = habit.id })
+
+        let goal = try await client.goals.getGoal(.with { $0.goalID = created.id })
+        #expect(goal.title == "Swim twice a week")
+        #expect(goal.links.map(\.habitName) == ["Swim"])
+        #expect(goal.progress.display == "1/2")
+        #expect(goal.progress.percent == 50)
+        #expect(goal.status == .inProgress)
+        #expect(try await client.goals.listGoals(.init()).goals.map(\.id) == [created.id])
+        #expect(try await client.dashboard().goals.map(\.display) == ["1/2"])
+
+        let invalid = await #expect(throws: HabitFlowError.self) {
+            _ = try await client.goals.getGoal(.with { $0.goalID = "not a goal id" })
+        }
+        #expect(invalid?.kind == .invalidInput)
+        #expect(invalid?.fieldViolations.map(\.field) == ["goal_id"])
         await client.close()
         await stack.stop()
     }

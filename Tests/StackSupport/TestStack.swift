@@ -2,13 +2,14 @@ internal import Foundation
 public import HabitFlowAuth
 internal import HabitFlowAuthProtos
 public import HabitFlowGateway
+internal import HabitFlowGoals
 internal import HabitFlowHabits
 public import HabitFlowRPCClient
 public import HabitFlowServiceKit
 internal import HabitFlowTestSupport
 public import Logging
 
-/// Auth, habits (one or more replicas) and the gateway, in this process on free ports against the test Postgres
+/// Auth, habits (one or more replicas), goals and the gateway, in this process on free ports against the test Postgres
 /// (scripts/test): the real stack as a client sees it, for the gateway's and the SDK's tests.
 public struct TestStack: Sendable {
     public static let internalSecret = "stack-test-secret"
@@ -18,6 +19,7 @@ public struct TestStack: Sendable {
 
     public let auth: ServiceHost
     public let habits: [ServiceHost]
+    public let goals: ServiceHost
     public let gateway: ServiceHost
     public let logger: Logger
 
@@ -33,20 +35,30 @@ public struct TestStack: Sendable {
     ) async throws -> TestStack {
         var logger = Logger(label: "stack-tests")
         logger.logLevel = .warning
-        // Goals and social do not exist yet: nothing may reach them. No host runs its outbox relay: the outbox tables
-        // are shared with auth's and habits' own suites, which wait for the events their hosts publish. Nothing here
-        // needs events (habits learns a user at their first call).
+        // Social does not exist yet: nothing may reach it. No host runs its outbox relay: the outbox tables are shared
+        // with auth's, habits' and goals' own suites, which wait for the events their hosts publish. Nothing here
+        // needs events (habits and goals learn a user at their first call).
         let nowhere = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: 1)]
+        // Habits and goals each know the other's address (goals calls habits; habits' events go to goals), so goals'
+        // port is picked before either starts.
+        let goalsPort = try freePort()
+        let goalsTargets = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: goalsPort)]
 
         var habitsHosts: [ServiceHost] = []
         for _ in 0..<max(habitsReplicas, 1) {
             var configuration = try serviceConfiguration("habits")
-            configuration.serviceAddresses["goals"] = nowhere
+            configuration.serviceAddresses["goals"] = goalsTargets
             habitsHosts.append(
                 try await ServiceHost.start(
                     HabitsServiceDefinition.make().withoutOutboxRelay, configuration: configuration, logger: logger))
         }
         let habitsTargets = habitsHosts.map { RPCChannelConfiguration.Target(host: "127.0.0.1", port: $0.port) }
+
+        var goalsConfiguration = try serviceConfiguration("goals")
+        goalsConfiguration.port = goalsPort
+        goalsConfiguration.serviceAddresses["habits"] = habitsTargets
+        let goals = try await ServiceHost.start(
+            GoalsServiceDefinition.make().withoutOutboxRelay, configuration: goalsConfiguration, logger: logger)
 
         var settings = AuthSettings(keyEncryptionKey: keyEncryptionKey)
         settings.bcryptCost = 4
@@ -54,7 +66,7 @@ public struct TestStack: Sendable {
         settings.maintenanceInterval = nil
         configureAuth(&settings)
         var authConfiguration = try serviceConfiguration("auth")
-        authConfiguration.serviceAddresses = ["habits": habitsTargets, "goals": nowhere, "social": nowhere]
+        authConfiguration.serviceAddresses = ["habits": habitsTargets, "goals": goalsTargets, "social": nowhere]
         let auth = try await ServiceHost.start(
             AuthServiceDefinition.make(settings: settings).withoutOutboxRelay, configuration: authConfiguration,
             logger: logger)
@@ -64,13 +76,33 @@ public struct TestStack: Sendable {
                 service: "gateway", port: 0, databaseURL: nil, sqlDirectory: TestEnvironment.sqlRoot,
                 internalSecret: internalSecret))
         gatewayConfiguration.service.serviceAddresses = [
-            "auth": [.init(host: "127.0.0.1", port: auth.port)], "habits": habitsTargets,
+            "auth": [.init(host: "127.0.0.1", port: auth.port)], "habits": habitsTargets, "goals": goalsTargets,
         ]
         gatewayConfiguration.addressRateLimit = .init(perSecond: 10_000, burst: 10_000)
         gatewayConfiguration.accountRateLimit = .init(perSecond: 10_000, burst: 10_000)
         configureGateway(&gatewayConfiguration)
         let gateway = try await Gateway.start(configuration: gatewayConfiguration, logger: logger)
-        return TestStack(auth: auth, habits: habitsHosts, gateway: gateway, logger: logger)
+        return TestStack(auth: auth, habits: habitsHosts, goals: goals, gateway: gateway, logger: logger)
+    }
+
+    /// A port nothing listens on right now (bound on 127.0.0.1 and released), for a host that others must know the
+    /// address of before it starts.
+    private static func freePort() throws -> Int {
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                bind(socket, socketAddress, length) == 0 && getsockname(socket, socketAddress, &length) == 0
+            }
+        }
+        guard bound else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     private static func serviceConfiguration(_ service: String) throws -> ServiceConfiguration {
@@ -92,6 +124,7 @@ public struct TestStack: Sendable {
     public func stop() async {
         await gateway.shutdown()
         await auth.shutdown()
+        await goals.shutdown()
         for host in habits { await host.shutdown() }
     }
 }

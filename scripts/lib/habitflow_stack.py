@@ -244,6 +244,10 @@ def main(argv=None):
         print("         grpcurl %s-d '{\"email\": \"ana@example.com\", \"username\": \"ana\", "
               "\"password\": \"correct horse battery\"}' %s habitflow.auth.v1.AuthService/Register" % (plaintext, gateway))
         print("         then: -H 'authorization: Bearer <access_token>' ... habitflow.gateway.v1.GatewayService/GetDashboard")
+        if "goals" in names:
+            print("         and:  -H 'authorization: Bearer <access_token>' -d '{\"title\": \"Read 12 books\", "
+                  "\"type\": \"GOAL_TYPE_COUNT\", \"target\": {\"value\": 12}, \"horizon\": \"HORIZON_ONGOING\"}' "
+                  "%s habitflow.goals.v1.GoalsService/CreateGoal" % gateway)
         print("Ctrl-C stops the stack.")
         sys.stdout.flush()
         while not stopping:

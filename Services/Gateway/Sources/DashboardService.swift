@@ -1,26 +1,43 @@
 internal import HabitFlowGatewayProtos
+internal import HabitFlowGoalsProtos
 internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import HabitFlowServiceKit
 
 /// `habitflow.gateway.v1.GatewayService`: the dashboard, assembled from the services that own its parts.
 ///
+/// Parts and where they come from, each called on the caller's behalf through the service's public API (as the
+/// client's own call would be):
+///
+/// | part | call |
+/// |---|---|
+/// | habits (week, weekly score, habits, category scores) | `habitflow.habits.v1.HabitsService/GetWeek` |
+/// | goals (active and paused goals with progress) | `habitflow.goals.v1.GoalsService/ListGoals` |
+/// | leaderboard | none yet: `UNIMPLEMENTED` until the social service exists |
+///
 /// Every part is fetched concurrently under its own deadline (the part timeout, or what is left of the call's,
-/// whichever is shorter). A part that fails is left out and named in `missing_parts` with its status: the client
-/// shows what it has. Goals and the leaderboard are listed as missing (`UNIMPLEMENTED`) until the goals and social
-/// services exist.
+/// whichever is shorter). A part that fails is left out and named in `missing_parts` with its status (`UNAVAILABLE`
+/// when its service is down, `DEADLINE_EXCEEDED` when it was too slow): the client shows what it has.
 struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
     let habits: Habitflow_Habits_V1_HabitsService.Client
+    let goals: Habitflow_Goals_V1_GoalsService.Client
     let partTimeout: Duration
 
     /// Parts whose service is not part of the system yet.
     static let undeployedParts: [(Habitflow_Gateway_V1_DashboardPart, String)] = [
-        (.goals, "the goals service is not deployed yet"),
         (.leaderboard, "the social service is not deployed yet"),
     ]
 
+    /// The goals the dashboard shows: those still being worked on (active, with or without progress yet, and
+    /// paused), not completed, expired or archived ones.
+    static let dashboardGoalStatuses: [Habitflow_Goals_V1_GoalStatus] = [.notStarted, .inProgress, .paused]
+    /// One page holds them all: a user has at most 10 active or paused goals of their own, plus those their partner
+    /// shares with them (at most 10 more).
+    static let goalsPageSize: Int32 = 100
+
     private enum PartResult: Sendable {
         case habits(Habitflow_Habits_V1_WeekView)
+        case goals([Habitflow_Goals_V1_Goal])
         case missing(Habitflow_Gateway_V1_MissingPart)
     }
 
@@ -32,6 +49,7 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
         }
         let options = partOptions(for: caller, context: context)
         let habits = self.habits
+        let goals = self.goals
         var dashboard = Habitflow_Gateway_V1_Dashboard()
         let results = await withTaskGroup(of: PartResult.self) { group in
             group.addTask {
@@ -41,6 +59,17 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
                     return .missing(Self.missing(.habits, service: "habits", error: error))
                 }
             }
+            group.addTask {
+                do {
+                    let request = Habitflow_Goals_V1_ListGoalsRequest.with {
+                        $0.statuses = Self.dashboardGoalStatuses
+                        $0.pageSize = Self.goalsPageSize
+                    }
+                    return .goals(try await goals.listGoals(request, options: options).goals)
+                } catch {
+                    return .missing(Self.missing(.goals, service: "goals", error: error))
+                }
+            }
             var results: [PartResult] = []
             for await result in group { results.append(result) }
             return results
@@ -48,6 +77,7 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
         for result in results {
             switch result {
             case .habits(let week): Self.fill(&dashboard, from: week)
+            case .goals(let goals): dashboard.goals = goals.map(Self.goalProgress)
             case .missing(let part): dashboard.missingParts.append(part)
             }
         }
@@ -110,6 +140,35 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
                 $0.categoryName = category.categoryName
                 $0.score = score(category.score)
             }
+        }
+    }
+
+    private static func goalProgress(_ goal: Habitflow_Goals_V1_Goal) -> Habitflow_Gateway_V1_GoalProgress {
+        .with {
+            $0.goalID = goal.id
+            $0.title = goal.title
+            $0.icon = goal.icon
+            $0.categoryID = goal.categoryID
+            $0.status = status(goal.status)
+            $0.display = goal.progress.display
+            $0.percent = goal.progress.percent
+            $0.overallPercent = goal.progress.overallPercent
+            $0.thisWeekMet = goal.progress.thisWeekMet
+            $0.shared = goal.shared
+        }
+    }
+
+    /// The gateway's copy of goals' `GoalStatus` (same numbers; spelled out so a new status is a compile error here).
+    static func status(_ status: Habitflow_Goals_V1_GoalStatus) -> Habitflow_Gateway_V1_GoalStatus {
+        switch status {
+        case .unspecified: .unspecified
+        case .notStarted: .notStarted
+        case .inProgress: .inProgress
+        case .paused: .paused
+        case .completed: .completed
+        case .expired: .expired
+        case .archived: .archived
+        case .UNRECOGNIZED(let value): .UNRECOGNIZED(value)
         }
     }
 

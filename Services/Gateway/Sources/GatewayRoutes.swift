@@ -1,11 +1,12 @@
 internal import HabitFlowAuthProtos
 internal import HabitFlowGRPCSideServiceProtos
 internal import HabitFlowGatewayProtos
+internal import HabitFlowGoalsProtos
 internal import HabitFlowHabitsProtos
 internal import HabitFlowRPCSideServices
 
 /// What clients can reach through the gateway: the public service of each HabitFlow service, and nothing else.
-/// Internal services (`AuthInternal`, `HabitsInternal`, event subscribers) are simply not routed: a client calling
+/// Internal services (`AuthInternal`, `HabitsInternal`, `GoalsInternal`, event subscribers) are simply not routed: a client calling
 /// them gets `UNIMPLEMENTED`, as for any unknown method, and reflection does not show them.
 enum GatewayRoutes {
     /// A public service and the process that owns it.
@@ -18,12 +19,15 @@ enum GatewayRoutes {
         var descriptorSet: String
     }
 
-    /// Goals and social join here when they land.
+    /// Social joins here when it lands.
     static let forwarded = [
         Route(service: Habitflow_Auth_V1_AuthService.name, owner: "auth", descriptorSet: AuthProtosDescriptorSet.base64),
         Route(
             service: Habitflow_Habits_V1_HabitsService.name, owner: "habits",
             descriptorSet: HabitFlowHabitsProtosDescriptorSet.base64),
+        Route(
+            service: Habitflow_Goals_V1_GoalsService.name, owner: "goals",
+            descriptorSet: HabitFlowGoalsProtosDescriptorSet.base64),
     ]
 
     /// The gateway's own services (served here, not forwarded).

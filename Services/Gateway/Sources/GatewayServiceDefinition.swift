@@ -4,6 +4,7 @@ public import Logging
 internal import Foundation
 internal import HabitFlowAuthProtos
 internal import HabitFlowCrypto
+internal import HabitFlowGoalsProtos
 internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import HabitFlowRPCClient
@@ -83,6 +84,7 @@ public enum GatewayServiceDefinition {
         services.append(
             DashboardService(
                 habits: Habitflow_Habits_V1_HabitsService.Client(transport: try channel(to: "habits")),
+                goals: Habitflow_Goals_V1_GoalsService.Client(transport: try channel(to: "goals")),
                 partTimeout: configuration.dashboardPartTimeout))
 
         // Keys are fetched ahead of the first call and kept fresh, so a request rarely waits for them.

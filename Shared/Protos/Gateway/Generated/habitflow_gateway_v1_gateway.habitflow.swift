@@ -17,8 +17,11 @@ public enum Habitflow_Gateway_V1_GatewayService {
     /// Implement this to serve habitflow.gateway.v1.GatewayService.
     public protocol Handler: RPCService {
         /// The overview of the caller's current week (seed 004 §3.6): weekly score, each habit's "X/Y" and the category
-        /// scores. Each part comes from its own service, fetched concurrently under its own deadline; a part whose service
-        /// is down, slow or not deployed yet is left empty and listed in `missing_parts`, and the call still succeeds.
+        /// scores (habits service), and the goals being worked on with their progress (goals service); the leaderboard
+        /// joins with the social service. Each part comes from its own service, fetched concurrently under its own
+        /// deadline; a part whose service is down (UNAVAILABLE), slow (DEADLINE_EXCEEDED) or not deployed yet
+        /// (UNIMPLEMENTED: the leaderboard, for now) is left empty and listed in `missing_parts`, and the call still
+        /// succeeds.
         func getDashboard(request: Habitflow_Gateway_V1_GetDashboardRequest, context: ServerContext) async throws -> Habitflow_Gateway_V1_Dashboard
     }
 
@@ -35,8 +38,11 @@ public enum Habitflow_Gateway_V1_GatewayService {
         }
 
         /// The overview of the caller's current week (seed 004 §3.6): weekly score, each habit's "X/Y" and the category
-        /// scores. Each part comes from its own service, fetched concurrently under its own deadline; a part whose service
-        /// is down, slow or not deployed yet is left empty and listed in `missing_parts`, and the call still succeeds.
+        /// scores (habits service), and the goals being worked on with their progress (goals service); the leaderboard
+        /// joins with the social service. Each part comes from its own service, fetched concurrently under its own
+        /// deadline; a part whose service is down (UNAVAILABLE), slow (DEADLINE_EXCEEDED) or not deployed yet
+        /// (UNIMPLEMENTED: the leaderboard, for now) is left empty and listed in `missing_parts`, and the call still
+        /// succeeds.
         public func getDashboard(_ request: Habitflow_Gateway_V1_GetDashboardRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Gateway_V1_Dashboard {
             try await getDashboardWithMetadata(request, options: options).message
         }

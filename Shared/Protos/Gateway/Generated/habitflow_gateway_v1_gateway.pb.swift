@@ -226,8 +226,9 @@ public nonisolated struct Habitflow_Gateway_V1_Dashboard: @unchecked Sendable {
     set {_uniqueStorage()._missingParts = newValue}
   }
 
-  /// The caller's goals that are active or paused and have not ended, with their progress, ordered by category, then
-  /// creation (goals service).
+  /// The caller's goals that are active or paused and have not ended (status NOT_STARTED, IN_PROGRESS or PAUSED;
+  /// shared goals of their partner's included), with their progress, ordered by category, then creation (goals
+  /// service, ListGoals).
   public var goals: [Habitflow_Gateway_V1_GoalProgress] {
     get {_storage._goals}
     set {_uniqueStorage()._goals = newValue}
