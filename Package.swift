@@ -262,8 +262,8 @@ let package = Package(
             name: "HabitFlowAuth",
             dependencies: [
                 "HabitFlowServiceAPI", "HabitFlowInternalCredential", "HabitFlowBase64", "HabitFlowAuthProtos",
-                "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC",
-                "HabitFlowServiceKit", "HabitFlowTokens", logging, nioCore, nioPosix, swiftProtobuf,
+                "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowOutbox", "HabitFlowPostgres",
+                "HabitFlowRPC", "HabitFlowServiceKit", "HabitFlowTokens", logging, nioCore, nioPosix, swiftProtobuf,
             ],
             path: "Services/Auth/Sources",
             swiftSettings: swiftSettings

@@ -53,10 +53,6 @@ enum AccountRules {
         }
     }
 
-    /// The IANA names the system's tz database knows. Foundation's list has neither "UTC" nor "Etc/UTC" (nor any
-    /// "Etc/GMT+N" offset zone, which we would refuse anyway).
-    static let knownTimeZones: Set<String> = Set(TimeZone.knownTimeZoneIdentifiers).union(["UTC", "Etc/UTC"])
-
     /// The username of a new social account: the email's local part reduced to what usernames allow, 3 to 24
     /// characters (room for a random suffix when it is taken).
     static func usernameBase(fromEmail email: String) -> String {

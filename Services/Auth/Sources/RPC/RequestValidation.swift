@@ -1,4 +1,5 @@
 internal import Foundation
+internal import HabitFlowCalendar
 internal import HabitFlowAuthProtos
 internal import HabitFlowRPC
 internal import HabitFlowCrypto
@@ -51,11 +52,13 @@ extension RequestValidator {
         }
     }
 
-    /// An IANA zone name such as "Europe/Berlin" ("UTC" when empty); never an offset like "GMT+2".
+    /// An IANA zone name such as "Europe/Berlin" ("UTC" when empty); never an offset like "GMT+2". The same rule as
+    /// every service's (`UserTimeZone(named:)`): the system's tz database resolves it, current names included
+    /// ("Asia/Kolkata", which Foundation's list of known identifiers on Linux only has as "Asia/Calcutta").
     mutating func timeZone(_ raw: String, field: String) -> String {
         let zone = raw.trimmingCharacters(in: .whitespaces)
         if zone.isEmpty { return "UTC" }
-        if !AccountRules.knownTimeZones.contains(zone) {
+        if UserTimeZone(named: zone) == nil {
             reject(field, "must be an IANA time zone such as \"Europe/Berlin\" or \"UTC\"")
         }
         return zone
