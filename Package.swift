@@ -141,7 +141,8 @@ let package = Package(
         .target(
             name: "HabitFlowOutbox",
             dependencies: [
-                "HabitFlowPostgres", "HabitFlowEvents", "HabitFlowCrypto", "HabitFlowRPC", logging, swiftProtobuf,
+                "HabitFlowPostgres", "HabitFlowCalendar", "HabitFlowEvents", "HabitFlowCrypto", "HabitFlowRPC", logging,
+                swiftProtobuf,
             ],
             path: "Shared/Postgres/Outbox",
             swiftSettings: swiftSettings
@@ -241,8 +242,8 @@ let package = Package(
         .target(
             name: "HabitFlowServiceKit",
             dependencies: [
-                "HabitFlowInternalCredential", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowGRPCSideServiceProtos",
-                "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
+                "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowEvents",
+                "HabitFlowGRPCSideServiceProtos", "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
                 "HabitFlowRPCSideServices", logging, nioCore, nioHTTP1, nioPosix, prometheus, serviceLifecycle,
             ],
             path: "Shared/Service",

@@ -39,26 +39,22 @@ public struct TestStack: Sendable {
         // with auth's, habits' and goals' own suites, which wait for the events their hosts publish. Nothing here
         // needs events (habits and goals learn a user at their first call).
         let nowhere = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: 1)]
-        // Habits and goals each know the other's address (goals calls habits; habits' events go to goals), so goals'
-        // port is picked before either starts.
-        let goalsPort = try freePort()
-        let goalsTargets = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: goalsPort)]
-
+        // Without relays habits never calls goals, so goals starts last of the two, on any free port, with habits'
+        // addresses (choosing its port ahead would race with the other stacks tests start in parallel).
         var habitsHosts: [ServiceHost] = []
         for _ in 0..<max(habitsReplicas, 1) {
-            var configuration = try serviceConfiguration("habits")
-            configuration.serviceAddresses["goals"] = goalsTargets
             habitsHosts.append(
                 try await ServiceHost.start(
-                    HabitsServiceDefinition.make().withoutOutboxRelay, configuration: configuration, logger: logger))
+                    HabitsServiceDefinition.make().withoutOutboxRelay, configuration: try serviceConfiguration("habits"),
+                    logger: logger))
         }
         let habitsTargets = habitsHosts.map { RPCChannelConfiguration.Target(host: "127.0.0.1", port: $0.port) }
 
         var goalsConfiguration = try serviceConfiguration("goals")
-        goalsConfiguration.port = goalsPort
         goalsConfiguration.serviceAddresses["habits"] = habitsTargets
         let goals = try await ServiceHost.start(
             GoalsServiceDefinition.make().withoutOutboxRelay, configuration: goalsConfiguration, logger: logger)
+        let goalsTargets = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: goals.port)]
 
         var settings = AuthSettings(keyEncryptionKey: keyEncryptionKey)
         settings.bcryptCost = 4
@@ -83,26 +79,6 @@ public struct TestStack: Sendable {
         configureGateway(&gatewayConfiguration)
         let gateway = try await Gateway.start(configuration: gatewayConfiguration, logger: logger)
         return TestStack(auth: auth, habits: habitsHosts, goals: goals, gateway: gateway, logger: logger)
-    }
-
-    /// A port nothing listens on right now (bound on 127.0.0.1 and released), for a host that others must know the
-    /// address of before it starts.
-    private static func freePort() throws -> Int {
-        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socket >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                bind(socket, socketAddress, length) == 0 && getsockname(socket, socketAddress, &length) == 0
-            }
-        }
-        guard bound else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     private static func serviceConfiguration(_ service: String) throws -> ServiceConfiguration {

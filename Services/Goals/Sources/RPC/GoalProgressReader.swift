@@ -1,6 +1,8 @@
 internal import HabitFlowCalendar
 internal import Foundation
+internal import HabitFlowGoalsProtos
 internal import HabitFlowRPC
+internal import HabitFlowServiceKit
 internal import HabitFlowServiceAPI
 internal import Synchronization
 
@@ -31,6 +33,18 @@ struct GoalsSnapshot: Sendable {
 
     func links(of goalID: UUID) -> [GoalLinkRecord] { goals.links[goalID] ?? [] }
 
+    /// What the snapshot was derived from: equal stamps, equal figures. `nil` for a snapshot that is never served
+    /// again (more than 100 linked habits).
+    var stamp: Stamp? {
+        habitsVersion < 0 ? nil : Stamp(goals: version.changeSequence, habits: habitsVersion, today: today)
+    }
+
+    struct Stamp: Hashable, Sendable {
+        var goals: Int64
+        var habits: Int64
+        var today: LocalDate
+    }
+
     func evaluation(of goal: GoalRecord) -> GoalEvaluation {
         goal.evaluate(
             links: links(of: goal.id), assessments: goals.assessments[goal.id] ?? [], entries: entries, today: today)
@@ -51,12 +65,41 @@ final class GoalProgressReader: Sendable {
     let habits: HabitsSource
     let clock: UserClock
     private let snapshots: Mutex<BoundedMap<UUID, GoalsSnapshot>>
+    /// Per user, the list answers built from their current snapshot, in wire form.
+    private let lists: Mutex<BoundedMap<UUID, CachedLists>>
+
+    /// ListGoals answers of one snapshot, by request.
+    private struct CachedLists: Sendable {
+        static let maximumPerUser = 4
+        var stamp: GoalsSnapshot.Stamp
+        var answers: [String: Habitflow_Goals_V1_ListGoalsResponse]
+    }
 
     init(store: GoalsStore, habits: HabitsSource, clock: UserClock, capacity: Int = defaultCapacity) {
         self.store = store
         self.habits = habits
         self.clock = clock
         snapshots = Mutex(BoundedMap(capacity: capacity))
+        lists = Mutex(BoundedMap(capacity: capacity))
+    }
+
+    /// The answer to the list request `key` from `snapshot`: the one built earlier from the same snapshot (already
+    /// encoded: the app's goals tab and the dashboard ask the same while nothing changes), or `build`'s, kept.
+    func list(
+        of userID: UUID, from snapshot: GoalsSnapshot, request key: String,
+        build: () throws -> Habitflow_Goals_V1_ListGoalsResponse
+    ) throws -> Habitflow_Goals_V1_ListGoalsResponse {
+        guard let stamp = snapshot.stamp else { return try build() }
+        let cached = lists.withLock { $0[userID] }
+        if let cached, cached.stamp == stamp, let answer = cached.answers[key] { return answer }
+        let answer = try build().wireForm()
+        lists.withLock { lists in
+            var entry = lists[userID].flatMap { $0.stamp == stamp ? $0 : nil } ?? CachedLists(stamp: stamp, answers: [:])
+            if entry.answers.count >= CachedLists.maximumPerUser { entry.answers.removeAll() }
+            entry.answers[key] = answer
+            lists.store(entry, for: userID)
+        }
+        return answer
     }
 
     /// The user's goals with progress now.
@@ -90,6 +133,7 @@ final class GoalProgressReader: Sendable {
     /// Forgets every snapshot (tests compare the cached figures with fresh ones).
     func dropAll() {
         snapshots.withLock { $0 = BoundedMap(capacity: $0.capacity) }
+        lists.withLock { $0 = BoundedMap(capacity: $0.capacity) }
     }
 
     private func remember(_ snapshot: GoalsSnapshot, for userID: UUID) -> GoalsSnapshot {

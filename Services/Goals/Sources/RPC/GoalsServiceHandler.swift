@@ -191,19 +191,21 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
             }
         }
         try validator.check()
-        let snapshot = try await reader.snapshot(
-            of: try CallerIdentity.requireUser(), options: CallOptions().propagating(from: context))
-        let matching = snapshot.orderedGoals.filter { goal in
-            (snapshot.progress[goal.id].map { statuses.contains($0.status) } ?? false)
-                && (horizon == nil || goal.horizon == horizon)
-                && (categoryID == nil || goal.categoryID == categoryID)
-                && (parentID == nil || goal.parentGoalID == parentID)
-        }
-        let page = matching.dropFirst(offset).prefix(pageSize)
-        return .with {
-            $0.goals = page.map(snapshot.proto(of:))
-            if offset + page.count < matching.count {
-                $0.nextPageToken = PageToken.encode(list: listName, [String(offset + page.count)])
+        let userID = try CallerIdentity.requireUser()
+        let snapshot = try await reader.snapshot(of: userID, options: CallOptions().propagating(from: context))
+        return try reader.list(of: userID, from: snapshot, request: "\(listName)|\(offset)|\(pageSize)") {
+            let matching = snapshot.orderedGoals.filter { goal in
+                (snapshot.progress[goal.id].map { statuses.contains($0.status) } ?? false)
+                    && (horizon == nil || goal.horizon == horizon)
+                    && (categoryID == nil || goal.categoryID == categoryID)
+                    && (parentID == nil || goal.parentGoalID == parentID)
+            }
+            let page = matching.dropFirst(offset).prefix(pageSize)
+            return .with {
+                $0.goals = page.map(snapshot.proto(of:))
+                if offset + page.count < matching.count {
+                    $0.nextPageToken = PageToken.encode(list: listName, [String(offset + page.count)])
+                }
             }
         }
     }

@@ -55,11 +55,9 @@ extension GoalsStore {
         _ transaction: PostgresTransaction, user userID: UUID, now: Date, _ update: PostgresQuery
     ) async throws {
         let goalIDs = try await transaction.query(update).map { try $0.decode(0, as: UUID.self) }
-        guard !goalIDs.isEmpty,
-            let sequence = try await transaction.queryRow(
-                "UPDATE users SET change_seq = change_seq + 1 WHERE user_id = \(userID) RETURNING change_seq"
-            )?.decode(0, as: Int64.self)
-        else { return }
+        guard !goalIDs.isEmpty, let sequence = try await users.nextChangeSequence(transaction, user: userID) else {
+            return
+        }
         try await transaction.execute(
             """
             UPDATE goals SET change_seq = \(sequence), updated_at = \(now) \

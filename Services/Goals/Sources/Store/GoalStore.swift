@@ -2,6 +2,7 @@ public import HabitFlowCalendar
 public import Foundation
 internal import HabitFlowPostgres
 internal import HabitFlowCrypto
+public import HabitFlowServiceKit
 
 /// A goal to create, validated by the RPC layer.
 public struct NewGoal: Sendable, Hashable {

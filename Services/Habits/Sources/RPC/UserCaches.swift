@@ -2,6 +2,8 @@ internal import HabitFlowCalendar
 internal import HabitFlowServiceAPI
 public import Foundation
 internal import HabitFlowHabitsProtos
+internal import HabitFlowRPC
+internal import HabitFlowServiceKit
 internal import SwiftProtobuf
 internal import Synchronization
 
@@ -24,19 +26,6 @@ public final class WeekViewCache: Sendable {
         var view: Habitflow_Habits_V1_WeekView
     }
 
-    /// `view` as a WeekView whose only content is the bytes of its wire form, held as unknown fields, which
-    /// SwiftProtobuf writes back verbatim: a cached view goes out without being encoded again (encoding its nested
-    /// messages took about a fifth of the service's CPU per cached week view in `perf`).
-    ///
-    /// - Important: it reads as empty in this process; only a peer decoding the bytes sees the view.
-    static func wireForm(of view: Habitflow_Habits_V1_WeekView) throws -> Habitflow_Habits_V1_WeekView {
-        let bytes: [UInt8] = try view.serializedBytes()
-        var wireForm = Habitflow_Habits_V1_WeekView()
-        // A message without fields keeps every field it reads as an unknown one.
-        wireForm.unknownFields = try Google_Protobuf_Empty(serializedBytes: bytes).unknownFields
-        return wireForm
-    }
-
     private let entries: Mutex<BoundedMap<UUID, Entry>>
 
     public init(capacity: Int = defaultCapacity) {
@@ -50,7 +39,7 @@ public final class WeekViewCache: Sendable {
 
     public func contains(user userID: UUID) -> Bool { entries.withLock { $0[userID] != nil } }
 
-    /// The user's view of `week` on `today`, in its wire form (``wireForm(of:)``): the cached one while `version` and
+    /// The user's view of `week` on `today`, in its wire form (`Message.wireForm()`): the cached one while `version` and
     /// `week` match (rebuilt from the cached data when only the day moved on), otherwise built from what `read`
     /// returns and cached under `version`.
     ///
@@ -67,7 +56,7 @@ public final class WeekViewCache: Sendable {
         } else {
             data = try await read()
         }
-        let view = try Self.wireForm(of: WeekViewBuilder(week: week, today: today, data: data).view)
+        let view = try WeekViewBuilder(week: week, today: today, data: data).view.wireForm()
         let entry = Entry(version: version, week: week, data: data, today: today, view: view)
         entries.withLock { $0.store(entry, for: userID) }
         return view

@@ -4,8 +4,6 @@ internal import HabitFlowEvents
 internal import HabitFlowOutbox
 internal import HabitFlowPostgres
 internal import Logging
-internal import SwiftProtobuf
-internal import HabitFlowCrypto
 
 /// Applies auth's account events (each exactly once: ``EventSubscriberService`` records them in the same
 /// transaction): `UserCreated` creates the user with the default categories and their time zone, `UserUpdated`
@@ -21,68 +19,32 @@ struct UserEvents {
     let logger: Logger
 
     func apply(_ envelope: Habitflow_Events_V1_EventEnvelope, _ transaction: PostgresTransaction) async throws {
+        let event = EventPayloadReader(envelope, logger: logger)
         switch envelope.type {
         case Habitflow_Events_V1_UserCreated.protoMessageName:
-            guard let event = decode(Habitflow_Events_V1_UserCreated.self, envelope),
-                let userID = userID(event.userID, envelope)
+            guard let created = event.payload(Habitflow_Events_V1_UserCreated.self),
+                let userID = event.id(created.userID, field: "user_id")
             else { return }
-            let changedAt = event.hasCreatedAt ? event.createdAt.date : envelope.occurredAt.date
             try await store.createUserIfMissing(
-                transaction, user: userID, zone: zone(event.timeZone, envelope), zoneChangedAt: changedAt, now: clock.now)
+                transaction, user: userID, zone: event.zone(created.timeZone),
+                zoneChangedAt: event.time(created.hasCreatedAt ? created.createdAt : nil), now: clock.now)
         case Habitflow_Events_V1_UserUpdated.protoMessageName:
-            guard let event = decode(Habitflow_Events_V1_UserUpdated.self, envelope),
-                let userID = userID(event.userID, envelope)
+            guard let updated = event.payload(Habitflow_Events_V1_UserUpdated.self),
+                let userID = event.id(updated.userID, field: "user_id")
             else { return }
             // An update without a zone (a username change) leaves the zone alone.
-            guard !event.timeZone.isEmpty, let zone = zone(event.timeZone, envelope) else { return }
-            let changedAt = event.hasUpdatedAt ? event.updatedAt.date : envelope.occurredAt.date
+            guard !updated.timeZone.isEmpty, let zone = event.zone(updated.timeZone) else { return }
             try await store.createUserIfMissing(
-                transaction, user: userID, zone: zone, zoneChangedAt: changedAt, now: clock.now)
+                transaction, user: userID, zone: zone,
+                zoneChangedAt: event.time(updated.hasUpdatedAt ? updated.updatedAt : nil), now: clock.now)
         case Habitflow_Events_V1_UserDeleted.protoMessageName:
-            guard let event = decode(Habitflow_Events_V1_UserDeleted.self, envelope),
-                let userID = userID(event.userID, envelope)
+            guard let deleted = event.payload(Habitflow_Events_V1_UserDeleted.self),
+                let userID = event.id(deleted.userID, field: "user_id")
             else { return }
             try await store.purgeUser(transaction, user: userID)
         default:
             // Events of other types are not ours to apply.
             break
         }
-    }
-
-    private func decode<Event: SwiftProtobuf.Message>(
-        _ type: Event.Type, _ envelope: Habitflow_Events_V1_EventEnvelope
-    ) -> Event? {
-        do {
-            return try Event(serializedBytes: envelope.payload)
-        } catch {
-            skip(envelope, because: "the payload is not a \(Event.protoMessageName)")
-            return nil
-        }
-    }
-
-    private func userID(_ text: String, _ envelope: Habitflow_Events_V1_EventEnvelope) -> UUID? {
-        guard let id = UUID(canonical: text) else {
-            skip(envelope, because: "user_id is not a UUID")
-            return nil
-        }
-        return id
-    }
-
-    private func zone(_ name: String, _ envelope: Habitflow_Events_V1_EventEnvelope) -> UserTimeZone? {
-        guard let zone = UserTimeZone(named: name) else {
-            if !name.isEmpty {
-                logger.warning(
-                    "ignoring an unknown time zone in an account event",
-                    metadata: ["event": "\(envelope.id)", "zone": "\(name)"])
-            }
-            return nil
-        }
-        return zone
-    }
-
-    private func skip(_ envelope: Habitflow_Events_V1_EventEnvelope, because reason: String) {
-        logger.error(
-            "skipping an account event that cannot apply",
-            metadata: ["event": "\(envelope.id)", "type": "\(envelope.type)", "reason": "\(reason)"])
     }
 }
