@@ -25,7 +25,10 @@ let package = Package(
         // What the benchmarks share: CPU time of processes, a service's own latency histogram from its /metrics.
         .target(
             name: "HabitFlowBenchmarkSupport",
-            dependencies: [.product(name: "HabitFlowRPC", package: "HabitFlow")],
+            dependencies: [
+                .product(name: "HabitFlowInternalCredential", package: "HabitFlow"),
+                .product(name: "HabitFlowRPC", package: "HabitFlow"),
+            ],
             path: "Support",
             swiftSettings: swiftSettings
         ),

@@ -138,7 +138,8 @@ struct Reading: Sendable {
 let listMethod = Habitflow_Goals_V1_GoalsService.Method.listGoals
 let aggregateMethod = Habitflow_Habits_V1_HabitsInternal.Method.aggregateEntries
 
-func reading() async -> Reading {
+/// A reading now; the client's CPU is this process's unless given (h2load's).
+func reading(clientCPU: Double = ProcessCPU.seconds(getpid())) async -> Reading {
     func metrics(_ port: Int?, _ method: MethodDescriptor) async -> ServiceMethodMetrics? {
         guard let port else { return nil }
         do {
@@ -151,7 +152,7 @@ func reading() async -> Reading {
     return Reading(
         cpu: (
             goalsPID.map(ProcessCPU.seconds) ?? 0, habitsPID.map(ProcessCPU.seconds) ?? 0,
-            postmasterPID.map { ProcessCPU.postgresSeconds(postmaster: $0) } ?? 0, ProcessCPU.seconds(getpid())
+            postmasterPID.map { ProcessCPU.postgresSeconds(postmaster: $0) } ?? 0, clientCPU
         ),
         list: await metrics(goalsMetricsPort, listMethod), aggregate: await metrics(habitsMetricsPort, aggregateMethod))
 }
@@ -207,6 +208,29 @@ func measure(user: (user: UUID, habits: [String]), concurrency: Int, checkInFirs
         }
     }
     let (latencies, errors) = samples.result
+    printResult(label: label, concurrency: concurrency, latencies: latencies, errors: errors, window: readings.window)
+}
+
+/// The user's goals listed at `concurrency` streams on one connection by h2load (a C load generator: the cores go to
+/// the services and Postgres, as with clients on other machines), signed as the gateway signs it.
+func measureWithH2load(user: UUID, concurrency: Int) async throws {
+    let headers = H2load.gatewayCredential(for: user, method: listMethod, secret: secret)
+    // One gRPC message: not compressed, length 0 (an empty ListGoalsRequest).
+    let h2load = H2load(
+        port: goalsPort, method: listMethod, body: Data([0, 0, 0, 0, 0]), headers: headers, concurrency: concurrency)
+    _ = try h2load.run(seconds: 2)
+    let start = await reading(clientCPU: H2load.childrenCPUSeconds())
+    var (latencies, errors) = try h2load.run(seconds: seconds)
+    let end = await reading(clientCPU: H2load.childrenCPUSeconds())
+    if let endList = end.list, let startList = start.list { errors += Int(endList.since(startList).counts.failed) }
+    printResult(
+        label: "list goals, h2load", concurrency: concurrency, latencies: latencies, errors: errors, window: (start, end))
+}
+
+/// Prints one row: latencies in nanoseconds as the client saw them; CPU and the services' metrics over the window.
+func printResult(
+    label: String, concurrency: Int, latencies: [Int64], errors: Int, window: (start: Reading, end: Reading)?
+) {
     let sorted = latencies.sorted()
     func percentile(_ fraction: Double) -> String {
         String(format: "%.2f", Double(nearestRank(sorted, fraction) ?? 0) / 1_000_000)
@@ -215,7 +239,6 @@ func measure(user: (user: UUID, habits: [String]), concurrency: Int, checkInFirs
         sorted.isEmpty ? "-" : String(Int((seconds / Double(sorted.count) * 1_000_000).rounded()))
     }
     func milliseconds(_ seconds: Double?) -> String { seconds.map { String(format: "%.2f", $0 * 1000) } ?? "-" }
-    let window = readings.window
     let server = window.flatMap { window in window.end.list.flatMap { end in window.start.list.map { end.since($0) } } }
     let habitsCalls = window.flatMap { window in
         window.end.aggregate.flatMap { end in window.start.aggregate.map { end.since($0).handlingTime.count } }
@@ -258,6 +281,9 @@ printRow([
 ])
 for concurrency in concurrencies {
     await measure(user: seeded, concurrency: concurrency, checkInFirst: false, label: "list goals (5 years)")
+}
+for concurrency in concurrencies {
+    try await measureWithH2load(user: seeded.user, concurrency: concurrency)
 }
 await measure(user: seeded, concurrency: 1, checkInFirst: true, label: "list goals after a check-in")
 await goalsChannel.close()

@@ -240,68 +240,20 @@ func printResult(
 /// still open when its time is up). Client CPU is h2load's (RUSAGE_CHILDREN).
 func measureWeekViewWithH2load(user: UUID, concurrency: Int) async throws {
     let method = Habitflow_Habits_V1_HabitsService.Method.getWeek
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("habits-benchmark-\(getpid())")
-    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: folder) }
+    let headers = H2load.gatewayCredential(for: user, method: method, secret: secret)
     // One gRPC message: not compressed, length 0 (an empty GetWeekRequest: the caller's current week).
-    let body = folder.appendingPathComponent("get-week.bin")
-    try Data([0, 0, 0, 0, 0]).write(to: body)
-    var arguments = ["-t", "1", "-c", "1", "-m", String(concurrency), "-d", body.path]
-    arguments += ["-H", "content-type: application/grpc", "-H", "te: trailers"]
-    let credential = InternalCredential(secret: secret).metadata(
-        for: CallerIdentity(caller: "gateway", userID: user), method: method)
-    for entry in credential {
-        guard case .text(let value) = entry.value else { continue }
-        arguments += ["-H", "\(entry.key): \(value)"]
-    }
-    let url = "http://127.0.0.1:\(port)\(method.path)"
-
-    func runH2load(seconds: Int, log: URL) throws {
-        let h2load = Process()
-        h2load.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        h2load.arguments = ["h2load", "-D", String(seconds), "--log-file", log.path] + arguments + [url]
-        h2load.standardOutput = FileHandle.nullDevice
-        try h2load.run()
-        h2load.waitUntilExit()
-        guard h2load.terminationStatus == 0 else {
-            throw H2loadFailed(status: h2load.terminationStatus)
-        }
-    }
-
-    try runH2load(seconds: 2, log: folder.appendingPathComponent("warm-up.log"))
-    let start = await reading(of: method, clientCPU: childrenCPUSeconds())
-    let log = folder.appendingPathComponent("run.log")
-    try runH2load(seconds: seconds, log: log)
-    let end = await reading(of: method, clientCPU: childrenCPUSeconds())
-
-    // Each line: start time (µs since the epoch), HTTP status, time to the response's end (µs).
-    var latencies: [Int64] = []
-    var errors = 0
-    for line in try String(contentsOf: log, encoding: .utf8).split(separator: "\n") {
-        let fields = line.split(separator: "\t")
-        guard fields.count >= 3, let micros = Int64(fields[2]) else { continue }
-        if fields[1] != "200" { errors += 1 }
-        latencies.append(micros * 1000)
-    }
+    let h2load = H2load(
+        port: port, method: method, body: Data([0, 0, 0, 0, 0]), headers: headers, concurrency: concurrency)
+    _ = try h2load.run(seconds: 2)
+    let start = await reading(of: method, clientCPU: H2load.childrenCPUSeconds())
+    var (latencies, errors) = try h2load.run(seconds: seconds)
+    let end = await reading(of: method, clientCPU: H2load.childrenCPUSeconds())
     if let endMetrics = end.metrics, let startMetrics = start.metrics {
         errors += Int(endMetrics.since(startMetrics).counts.failed)
     }
     printResult(
         label: "week view, h2load", workload: .weekView, concurrency: concurrency, latencies: latencies,
         errors: errors, window: (start, end))
-}
-
-struct H2loadFailed: Error, CustomStringConvertible {
-    var status: Int32
-    var description: String { "h2load exited with status \(status)" }
-}
-
-/// User plus system CPU seconds of this process's children that have ended (h2load after each run).
-func childrenCPUSeconds() -> Double {
-    var usage = rusage()
-    getrusage(RUSAGE_CHILDREN.rawValue, &usage)
-    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
-    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// Issue #7's p99 goal at concurrency 32: the service answers a week view within 5 ms, a mark-done within 10 ms.

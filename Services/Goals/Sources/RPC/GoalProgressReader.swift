@@ -163,7 +163,10 @@ final class GoalProgressReader: Sendable {
         for goals: UserGoals, user userID: UUID, today: LocalDate, unlessVersion: Int64?, changedSince: Int64? = nil,
         options: CallOptions
     ) async throws -> HabitsSource.Aggregate {
-        let habitIDs = Array(Set(goals.links.values.joined().map(\.habitID))).sorted { $0.uuidString < $1.uuidString }
+        // Each linked habit once, in the order of the goals and their links: the same request for the same goals
+        // (`uuidString`, which formats through printf, made sorting by it a quarter of the service's CPU).
+        var seen: Set<UUID> = []
+        let habitIDs = goals.goals.flatMap { goals.links[$0.id] ?? [] }.map(\.habitID).filter { seen.insert($0).inserted }
         let last = IsoWeek(containing: today).sunday
         let earliest = goals.goals.map(\.startDate).min() ?? last
         let first = max(earliest, last.adding(days: -(HabitsSource.maximumDaysPerCall - 1)))
