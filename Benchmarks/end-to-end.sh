@@ -52,7 +52,7 @@ done
 "$HABITFLOW_ROOT/scripts/bootstrap"
 scratch="$HABITFLOW_ROOT/.build-release"
 bin="$scratch/release"
-products=(habitflow-auth habitflow-habits habitflow-gateway habitflow-load)
+products=(habitflow-auth habitflow-habits habitflow-goals habitflow-gateway habitflow-load)
 if $build; then
     for product in "${products[@]}"; do
         log "building $product (release)"
@@ -107,11 +107,12 @@ wait_for_port() { # port, seconds
 
 export HABITFLOW_SQL_DIR="$HABITFLOW_ROOT/Schemas/sql" HABITFLOW_LOG_LEVEL=warning
 export HABITFLOW_INTERNAL_SECRET=${HABITFLOW_INTERNAL_SECRET:-$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')}
-for service in auth habits; do
+for service in auth habits goals; do
     export "HABITFLOW_${service^^}_DATABASE_URL=postgresql://$service:$(service_db_password "$service")@127.0.0.1:$pg_port/habitflow"
 done
 # Metrics on free ports: the local stack's 9070-9074 may be taken by a developer's stack.
-export HABITFLOW_GATEWAY_METRICS_PORT=0 HABITFLOW_AUTH_METRICS_PORT=0 HABITFLOW_HABITS_METRICS_PORT=0
+export HABITFLOW_GATEWAY_METRICS_PORT=0 HABITFLOW_AUTH_METRICS_PORT=0 HABITFLOW_HABITS_METRICS_PORT=0 \
+    HABITFLOW_GOALS_METRICS_PORT=0
 # The driver is one client address with many accounts: lift the per-address limit, keep the per-account one.
 export HABITFLOW_GATEWAY_ADDRESS_RATE_LIMIT=1000000 HABITFLOW_GATEWAY_ADDRESS_RATE_BURST=1000000
 declare -A service_pid
@@ -122,12 +123,13 @@ start_service() { # name port [VARIABLE=value...]
     wait_for_port "$2" 60 || { echo "end-to-end: habitflow-$1 did not start:" >&2; tail -20 "$workdir/$1.log" >&2; exit 1; }
 }
 start_service habits 7072
-# Goals and social are not running: auth's account events for them go to habits (which applies each event once
-# and acknowledges repeats), instead of being retried against closed ports for the whole run.
-start_service auth 7071 HABITFLOW_GOALS_ADDRESSES=127.0.0.1:7072 HABITFLOW_SOCIAL_ADDRESSES=127.0.0.1:7072
+start_service goals 7073
+# Social is not running: auth's account events for it go to habits (which applies each event once and acknowledges
+# repeats), instead of being retried against a closed port for the whole run.
+start_service auth 7071 HABITFLOW_SOCIAL_ADDRESSES=127.0.0.1:7072
 start_service gateway 7070
 pg_pid=$(head -n 1 "$workdir/postgres/postmaster.pid")
-log "stack up: gateway ${service_pid[gateway]}, auth ${service_pid[auth]}, habits ${service_pid[habits]}, postgres $pg_pid"
+log "stack up: gateway ${service_pid[gateway]}, auth ${service_pid[auth]}, habits ${service_pid[habits]}, goals ${service_pid[goals]}, postgres $pg_pid"
 
 # CPU seconds (utime + stime, all threads) of a process and its children (Postgres backends are children).
 cpu_ticks() {
@@ -143,7 +145,7 @@ cpu_ticks() {
 peak_rss_mib() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
 reset_peak_rss() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || true; }
 ticks_per_second=$(getconf CLK_TCK)
-processes=(gateway auth habits postgres)
+processes=(gateway auth habits goals postgres)
 pid_of() { if [[ $1 == postgres ]]; then echo "$pg_pid"; else echo "${service_pid[$1]}"; fi; }
 
 log "seeding $seed_users accounts × $seed_habits habits × $seed_days days (straight to the services; load average $(cut -d' ' -f1-3 /proc/loadavg))"
