@@ -424,7 +424,7 @@ let package = Package(
         // Helpers shared by several test targets (a throwaway PKI made with the openssl command line, a log capture).
         .target(
             name: "HabitFlowTestSupport",
-            dependencies: ["HabitFlowCalendar", "HabitFlowInternalCredential", logging],
+            dependencies: ["HabitFlowCalendar", "HabitFlowGRPCProtos", "HabitFlowInternalCredential", "HabitFlowRPC", logging],
             path: "Tests/Support",
             swiftSettings: swiftSettings
         ),

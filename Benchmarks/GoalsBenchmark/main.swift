@@ -115,19 +115,6 @@ func seedUser() async throws -> (user: UUID, habits: [String]) {
 
 // MARK: Measuring
 
-final class Samples: Sendable {
-    private let state = Mutex<(latencies: [Int64], errors: Int)>(([], 0))
-
-    func add(_ latencies: [Int64], errors: Int) {
-        state.withLock {
-            $0.latencies += latencies
-            $0.errors += errors
-        }
-    }
-
-    var result: (latencies: [Int64], errors: Int) { state.withLock { $0 } }
-}
-
 /// CPU seconds so far and the services' own metrics of the methods measured.
 struct Reading: Sendable {
     var cpu: (goals: Double, habits: Double, postgres: Double, client: Double)

@@ -93,20 +93,6 @@ func seedUser(yearsOfEntries: Int) async throws -> (user: UUID, habits: [String]
 
 // MARK: Measuring
 
-/// Latencies in nanoseconds, merged from the workers.
-final class Samples: Sendable {
-    private let state = Mutex<(latencies: [Int64], errors: Int)>(([], 0))
-
-    func add(_ latencies: [Int64], errors: Int) {
-        state.withLock {
-            $0.latencies += latencies
-            $0.errors += errors
-        }
-    }
-
-    var result: (latencies: [Int64], errors: Int) { state.withLock { $0 } }
-}
-
 enum Workload: String { case weekView = "week-view", markDone = "mark-done" }
 
 /// Runs `concurrency` workers for a 2 s warm-up and `seconds` of measurement, each calling one request after another.

@@ -1,5 +1,6 @@
 public import Foundation
 public import HabitFlowCalendar
+public import HabitFlowOutbox
 public import HabitFlowPostgres
 
 /// The two user tables of every service schema that keeps users' data (habits', goals'; the same shape in each
@@ -93,6 +94,18 @@ public struct ServiceUsers: Sendable {
         try await transaction.queryRow(
             "UPDATE users SET change_seq = change_seq + 1 WHERE user_id = \(userID) RETURNING change_seq"
         )?.decode(0, as: Int64.self)
+    }
+}
+
+extension ServiceUsers {
+    /// Applies one of auth's account events (``EventPayloadReader/accountEvent()``) to these tables.
+    public func apply(_ event: AccountEvent, _ transaction: PostgresTransaction, now: Date) async throws {
+        switch event {
+        case .user(let userID, let zone, let changedAt):
+            try await createIfMissing(transaction, user: userID, zone: zone, zoneChangedAt: changedAt, now: now)
+        case .deleted(let userID):
+            try await purge(transaction, user: userID)
+        }
     }
 }
 

@@ -262,35 +262,3 @@ func date(_ year: Int32, _ month: Int32, _ day: Int32) -> Habitflow_Habits_V1_Lo
     }
 }
 
-func instantFrom(_ text: String) throws -> Date {
-    try #require(ISO8601DateFormatter().date(from: text), "not an ISO 8601 instant: \(text)")
-}
-
-/// Runs `body`, which must fail with `code`; returns the error for further checks.
-@discardableResult
-func expectError(
-    _ code: RPCStatusCode, field: String? = nil, sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> Void
-) async -> RPCError? {
-    do {
-        try await body()
-        Issue.record("expected \(code), the call succeeded", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as RPCError {
-        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        if let field {
-            #expect(
-                error.fieldViolations.contains { $0.field == field }, "violations: \(error.fieldViolations)",
-                sourceLocation: sourceLocation)
-        }
-        return error
-    } catch {
-        Issue.record("expected an RPCError, got \(error)", sourceLocation: sourceLocation)
-        return nil
-    }
-}
-
-/// The `PreconditionFailure` violation type of an error (for example `ACTIVE_GOAL_LIMIT`).
-func preconditionType(_ error: RPCError?) -> String? {
-    error?.details.lazy.compactMap { try? Google_Rpc_PreconditionFailure(unpackingAny: $0) }.first?.violations.first?.type
-}

@@ -7,6 +7,7 @@ import HabitFlowRPC
 import HabitFlowServiceKit
 import SwiftProtobuf
 import Testing
+import HabitFlowTestSupport
 
 /// `HabitsInternal/ImportEntries`: bulk history for seeding and imports, all or nothing, idempotent by entry id.
 @Suite("Entry import")

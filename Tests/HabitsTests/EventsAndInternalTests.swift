@@ -6,6 +6,7 @@ import HabitFlowRPC
 import HabitFlowServiceKit
 import SwiftProtobuf
 import Testing
+import HabitFlowTestSupport
 
 /// Auth's account events and the internal API other services call.
 @Suite("Account events and internal RPCs")

@@ -4,6 +4,7 @@ import HabitFlowPostgres
 import HabitFlowRPC
 import SwiftProtobuf
 import Testing
+import HabitFlowTestSupport
 
 /// What goals asks of habits: data versions on AggregateEntries, habit details (LookupHabits), and unit holds that
 /// keep a quantity goal's habits in its unit.

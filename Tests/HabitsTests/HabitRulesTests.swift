@@ -4,6 +4,7 @@ import HabitFlowHabitsProtos
 import HabitFlowRPC
 import HabitFlowServiceKit
 import Testing
+import HabitFlowTestSupport
 
 /// Limits, validation, isolation between users and idempotent retries.
 @Suite("Habit rules and bad input")

@@ -2,6 +2,7 @@ import Foundation
 import HabitFlowHabitsProtos
 import HabitFlowRPC
 import Testing
+import HabitFlowTestSupport
 
 /// The change feed and paginated lists, for offline clients.
 @Suite("Change feed and pagination")

@@ -8,6 +8,7 @@ import HabitFlowRPCClient
 import HabitFlowServiceKit
 import SwiftProtobuf
 import Testing
+import HabitFlowTestSupport
 
 /// The week view cache (validated by the user's change sequence) and the check-in's remembered zone, seen from a
 /// second replica on the same database: what one replica writes, the other must show on the next call.

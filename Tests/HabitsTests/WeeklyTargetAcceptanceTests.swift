@@ -3,6 +3,7 @@ import HabitFlowHabitsProtos
 import HabitFlowPostgres
 import HabitFlowRPC
 import Testing
+import HabitFlowTestSupport
 
 /// Seed 003 (Weekly Habit Target), every acceptance scenario, over RPC against the real service and Postgres.
 /// The week is 2026-W03 (Monday January 12 to Sunday January 18); "now" is Wednesday the 14th, noon UTC.

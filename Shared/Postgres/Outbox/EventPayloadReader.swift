@@ -53,9 +53,43 @@ public struct EventPayloadReader {
         (payloadTime ?? envelope.occurredAt).date
     }
 
+    /// Auth's account events as every service that keeps users' data applies them; `nil` for other types, and for an
+    /// update that changes nothing a service keeps (no zone, as on a username change) or cannot apply.
+    public func accountEvent() -> AccountEvent? {
+        switch envelope.type {
+        case Habitflow_Events_V1_UserCreated.protoMessageName:
+            guard let created = payload(Habitflow_Events_V1_UserCreated.self),
+                let userID = id(created.userID, field: "user_id")
+            else { return nil }
+            return .user(userID, zone: zone(created.timeZone), changedAt: time(created.hasCreatedAt ? created.createdAt : nil))
+        case Habitflow_Events_V1_UserUpdated.protoMessageName:
+            guard let updated = payload(Habitflow_Events_V1_UserUpdated.self),
+                let userID = id(updated.userID, field: "user_id"), !updated.timeZone.isEmpty,
+                let zone = zone(updated.timeZone)
+            else { return nil }
+            return .user(userID, zone: zone, changedAt: time(updated.hasUpdatedAt ? updated.updatedAt : nil))
+        case Habitflow_Events_V1_UserDeleted.protoMessageName:
+            guard let deleted = payload(Habitflow_Events_V1_UserDeleted.self),
+                let userID = id(deleted.userID, field: "user_id")
+            else { return nil }
+            return .deleted(userID)
+        default:
+            return nil
+        }
+    }
+
     private func skip(because reason: String) {
         logger.error(
             "skipping an event that cannot apply",
             metadata: ["event": "\(envelope.id)", "type": "\(envelope.type)", "reason": "\(reason)"])
     }
+}
+
+/// What auth's account events ask of a service that keeps users' data.
+public enum AccountEvent: Sendable, Hashable {
+    /// UserCreated, or UserUpdated with a zone: the user exists from now on (created unless known), with `zone` if it
+    /// is newer than the one applied (last write wins by `changedAt`); `nil` keeps the zone (UTC for a new user).
+    case user(UUID, zone: UserTimeZone?, changedAt: Date)
+    /// UserDeleted: everything of the user goes, and nothing of them is re-created.
+    case deleted(UUID)
 }

@@ -23,27 +23,11 @@ struct GoalsEvents {
 
     func apply(_ envelope: Habitflow_Events_V1_EventEnvelope, _ transaction: PostgresTransaction) async throws {
         let event = EventPayloadReader(envelope, logger: logger)
+        if let account = event.accountEvent() {
+            try await store.users.apply(account, transaction, now: clock.now)
+            return
+        }
         switch envelope.type {
-        case Habitflow_Events_V1_UserCreated.protoMessageName:
-            guard let created = event.payload(Habitflow_Events_V1_UserCreated.self),
-                let userID = event.id(created.userID, field: "user_id")
-            else { return }
-            try await store.createUserIfMissing(
-                transaction, user: userID, zone: event.zone(created.timeZone),
-                zoneChangedAt: event.time(created.hasCreatedAt ? created.createdAt : nil), now: clock.now)
-        case Habitflow_Events_V1_UserUpdated.protoMessageName:
-            guard let updated = event.payload(Habitflow_Events_V1_UserUpdated.self),
-                let userID = event.id(updated.userID, field: "user_id"),
-                !updated.timeZone.isEmpty, let zone = event.zone(updated.timeZone)
-            else { return }
-            try await store.createUserIfMissing(
-                transaction, user: userID, zone: zone,
-                zoneChangedAt: event.time(updated.hasUpdatedAt ? updated.updatedAt : nil), now: clock.now)
-        case Habitflow_Events_V1_UserDeleted.protoMessageName:
-            guard let deleted = event.payload(Habitflow_Events_V1_UserDeleted.self),
-                let userID = event.id(deleted.userID, field: "user_id")
-            else { return }
-            try await store.purgeUser(transaction, user: userID)
         case Habitflow_Events_V1_CategoryDeleted.protoMessageName:
             guard let deleted = event.payload(Habitflow_Events_V1_CategoryDeleted.self),
                 let userID = event.id(deleted.userID, field: "user_id"),

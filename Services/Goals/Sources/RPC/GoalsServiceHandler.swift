@@ -498,16 +498,7 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
     ) async throws -> Habitflow_Goals_V1_ListChangesResponse {
         var validator = RequestValidator()
         let pageSize = validator.pageSize(request.pageSize, rule: Self.changePageSizes)
-        var cursor = ChangeCursor.beginning
-        if let fields = validator.pageToken(request.cursor, list: "changes", fieldCount: 3, field: "cursor") {
-            if let sequence = Int64(fields[0]), let kindValue = Int(fields[1]),
-                let kind = ChangeCursor.Kind(rawValue: kindValue), let id = UUID(canonical: fields[2])
-            {
-                cursor = ChangeCursor(sequence: sequence, kind: kind, id: id)
-            } else {
-                validator.reject("cursor", "is not a cursor this feed returned")
-            }
-        }
+        let cursor: ChangeCursor = validator.changeCursor(request.cursor)
         try validator.check()
         let user = try await caller()
         let page = try await store.changes(user: user.id, after: cursor, limit: pageSize)
@@ -527,8 +518,7 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
                     }
                 }
             }
-            $0.nextCursor = PageToken.encode(
-                list: "changes", [String(next.sequence), String(next.kind.rawValue), next.id.lowercasedString])
+            $0.nextCursor = next.token
             $0.hasMore_p = page.hasMore
         }
     }

@@ -10,7 +10,7 @@ extension GoalsStore {
     public func categoryDeleted(_ transaction: PostgresTransaction, user userID: UUID, category categoryID: UUID, now: Date)
         async throws
     {
-        guard try await createUserIfMissing(transaction, user: userID, zone: nil, zoneChangedAt: nil, now: now) != nil
+        guard try await users.createIfMissing(transaction, user: userID, zone: nil, zoneChangedAt: nil, now: now) != nil
         else { return }
         try await transaction.execute(
             """

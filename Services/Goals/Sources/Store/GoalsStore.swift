@@ -29,23 +29,9 @@ public struct GoalsStore: Sendable {
         return version
     }
 
-    /// Creates the user unless they exist, then applies `zone` if it is newer (last write wins by event time).
-    /// Returns the user's zone, or `nil` when the account was deleted (nothing is created then).
-    @discardableResult
-    func createUserIfMissing(
-        _ transaction: PostgresTransaction, user userID: UUID, zone: UserTimeZone?, zoneChangedAt: Date?, now: Date
-    ) async throws -> UserTimeZone? {
-        try await users.createIfMissing(transaction, user: userID, zone: zone, zoneChangedAt: zoneChangedAt, now: now)
-    }
-
     /// Removes everything of a user and remembers the account as deleted. Returns whether there was anything.
-    @discardableResult
-    public func purgeUser(_ transaction: PostgresTransaction, user userID: UUID) async throws -> Bool {
-        try await users.purge(transaction, user: userID)
-    }
-
     public func purgeUser(_ userID: UUID) async throws -> Bool {
-        try await pool.transaction { try await purgeUser($0, user: userID) }
+        try await pool.transaction { try await users.purge($0, user: userID) }
     }
 
     /// A write transaction for one user: `body` gets the change-sequence value to stamp on what it touches (taking

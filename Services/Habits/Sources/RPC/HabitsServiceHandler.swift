@@ -378,24 +378,14 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
     ) async throws -> Habitflow_Habits_V1_ListChangesResponse {
         var validator = RequestValidator()
         let pageSize = validator.pageSize(request.pageSize, rule: Self.changePageSizes)
-        var cursor = ChangeCursor.beginning
-        if let token = validator.pageToken(request.cursor, list: "changes", fieldCount: 3, field: "cursor") {
-            if let sequence = Int64(token[0]), let kindValue = Int(token[1]),
-                let kind = ChangeCursor.Kind(rawValue: kindValue), let id = UUID(canonical: token[2])
-            {
-                cursor = ChangeCursor(sequence: sequence, kind: kind, id: id)
-            } else {
-                validator.reject("cursor", "is not a cursor ListChanges returned")
-            }
-        }
+        let cursor: ChangeCursor = validator.changeCursor(request.cursor)
         try validator.check()
         let user = try await caller()
         let (changes, hasMore) = try await store.changes(user: user.id, after: cursor, limit: pageSize)
         let next = changes.last?.cursor ?? cursor
         return .with {
             $0.changes = changes.map(\.proto)
-            $0.nextCursor = PageToken.encode(
-                list: "changes", [String(next.sequence), String(next.kind.rawValue), next.id.lowercasedString])
+            $0.nextCursor = next.token
             $0.hasMore_p = hasMore
         }
     }

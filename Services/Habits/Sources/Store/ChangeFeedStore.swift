@@ -1,39 +1,14 @@
 public import Foundation
+public import HabitFlowServiceAPI
 internal import HabitFlowPostgres
 internal import HabitFlowCrypto
 
-/// A position in a user's change feed: after the row of `kind` and `id` stamped with `sequence`. One write can stamp
-/// several rows with one sequence value (a category deleted with its habits), so the kind and id break ties.
-public struct ChangeCursor: Sendable, Hashable, Comparable {
-    public enum Kind: Int, Sendable, Comparable {
-        case start = 0, category = 1, habit = 2, entry = 3
-        public static func < (lhs: Kind, rhs: Kind) -> Bool { lhs.rawValue < rhs.rawValue }
-    }
-
-    public var sequence: Int64
-    public var kind: Kind
-    public var id: UUID
-
-    /// Before everything: a full sync.
-    public static let beginning = ChangeCursor(sequence: 0, kind: .start, id: UUID.min)
-
-    public init(sequence: Int64, kind: Kind, id: UUID) {
-        self.sequence = sequence
-        self.kind = kind
-        self.id = id
-    }
-
-    public static func < (lhs: ChangeCursor, rhs: ChangeCursor) -> Bool {
-        (lhs.sequence, lhs.kind, lhs.id.lowercasedString) < (rhs.sequence, rhs.kind, rhs.id.lowercasedString)
-    }
-
-    /// The `(change_seq, id)` bound after which a table of `kind` continues: the same sequence value continues
-    /// within the cursor's own kind, and entirely in later kinds.
-    func bound(for kind: Kind) -> (sequence: Int64, id: UUID) {
-        if kind == self.kind { return (sequence, id) }
-        return kind > self.kind ? (sequence - 1, UUID.max) : (sequence, UUID.max)
-    }
+/// What the feed pages through, in the order one write's rows are listed.
+public enum FeedKind: Int, ChangeKind {
+    case start = 0, category = 1, habit = 2, entry = 3
 }
+
+public typealias ChangeCursor = HabitFlowServiceAPI.ChangeCursor<FeedKind>
 
 /// One changed resource in its latest state (a tombstone when deleted).
 public enum ChangedResource: Sendable, Hashable {

@@ -46,16 +46,6 @@ public struct HabitsStore: Sendable {
         return version
     }
 
-    /// Creates the user with the five default categories unless they exist; then applies `zone` if it is newer
-    /// than the zone they have (last write wins by event time). Returns the user's zone, or `nil` when the account
-    /// was deleted (nothing is created then).
-    @discardableResult
-    func createUserIfMissing(
-        _ transaction: PostgresTransaction, user userID: UUID, zone: UserTimeZone?, zoneChangedAt: Date?, now: Date
-    ) async throws -> UserTimeZone? {
-        try await users.createIfMissing(transaction, user: userID, zone: zone, zoneChangedAt: zoneChangedAt, now: now)
-    }
-
     /// Removes everything of a user and remembers the account as deleted. Returns whether there was anything.
     ///
     /// The user's row goes with the rest, so no cached week view can match it again (``userVersion(_:now:)`` then
