@@ -5,6 +5,8 @@ public enum GoalsError: Error, Hashable {
     /// Also the answer for another user's goal: ids leak nothing.
     case goalNotFound(UUID)
     case assessmentNotFound(UUID)
+    /// Also the answer for another user's task, and for a deleted one.
+    case taskNotFound(UUID)
     /// A habit that is not the caller's (the habits service said NOT_FOUND).
     case habitNotFound(UUID)
     case habitDeleted(UUID)
@@ -20,7 +22,7 @@ public enum GoalsError: Error, Hashable {
     case noPartner
     /// Assessments are for level and rating goals only.
     case notAssessable(GoalType)
-    /// Level and rating goals take assessments, not habits.
+    /// Level and rating goals take assessments, not habits or tasks.
     case notLinkable(GoalType)
     /// The goal is archived, deleted or ended, or in a state the transition does not start from.
     case invalidTransition(goal: UUID, from: String, action: String)

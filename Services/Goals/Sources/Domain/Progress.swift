@@ -77,10 +77,13 @@ public struct GoalEvaluation: Sendable, Hashable {
 }
 
 extension GoalRecord {
-    /// Derives progress, status and history from the links, assessments and entries, as of `today` in the owner's
-    /// zone. Nothing here is stored or cached by the goal itself, so the same inputs always give the same answer.
+    /// Derives progress, status and history from the links, assessments, entries and the days the goal's linked
+    /// planning tasks were completed (deleted tasks included: they keep what they gave), as of `today` in the owner's
+    /// zone. Each completed task counts in the ISO week of its day (``GoalType/taskCompletionValue``). Nothing here
+    /// is stored or cached by the goal itself, so the same inputs always give the same answer.
     public func evaluate(
-        links: [GoalLinkRecord], assessments: [AssessmentRecord], entries: EntryTotals, today: LocalDate
+        links: [GoalLinkRecord], assessments: [AssessmentRecord], entries: EntryTotals, taskCompletions: [LocalDate],
+        today: LocalDate
     ) -> GoalEvaluation {
         let firstWeek = IsoWeek(containing: startDate)
         let currentWeek = IsoWeek(containing: today)
@@ -89,6 +92,11 @@ extension GoalRecord {
         let ended = hasEnded(by: today)
         let assessed = assessments.filter { $0.deletedAt == nil }
             .sorted { ($0.date, $0.createdAt) < ($1.date, $1.createdAt) }
+        // Completed linked tasks per week (by the week's Monday).
+        var tasksPerWeek: [Int: Int] = [:]
+        if type.taskCompletionValue > 0 {
+            for day in taskCompletions { tasksPerWeek[IsoWeek(containing: day).monday.daysSinceEpoch, default: 0] += 1 }
+        }
 
         var weeks: [GoalWeekFigures] = []
         weeks.reserveCapacity(firstWeek.weeks(until: lastCountedWeek) + 1)
@@ -106,7 +114,8 @@ extension GoalRecord {
                 }
                 value = Double(latestAssessment ?? 0)
             } else {
-                value = links.reduce(0) { total, link in
+                let tasks = Double(tasksPerWeek[week.monday.daysSinceEpoch] ?? 0) * type.taskCompletionValue
+                value = links.reduce(tasks) { total, link in
                     guard link.covers(week), let entries = entries.total(habitID: link.habitID, week: week) else {
                         return total
                     }

@@ -47,7 +47,8 @@ struct GoalsSnapshot: Sendable {
 
     func evaluation(of goal: GoalRecord) -> GoalEvaluation {
         goal.evaluate(
-            links: links(of: goal.id), assessments: goals.assessments[goal.id] ?? [], entries: entries, today: today)
+            links: links(of: goal.id), assessments: goals.assessments[goal.id] ?? [], entries: entries,
+            taskCompletions: goals.taskCompletions[goal.id] ?? [], today: today)
     }
 }
 

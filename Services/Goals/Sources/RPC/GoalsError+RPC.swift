@@ -9,6 +9,8 @@ extension GoalsError: RPCErrorConvertible {
             .notFound(resourceType: "goal", name: goalID.lowercasedString)
         case .assessmentNotFound(let assessmentID):
             .notFound(resourceType: "assessment", name: assessmentID.lowercasedString)
+        case .taskNotFound(let taskID):
+            .notFound(resourceType: "task", name: taskID.lowercasedString)
         case .habitNotFound(let habitID):
             .notFound(resourceType: "habit", name: habitID.lowercasedString)
         case .categoryNotFound(let categoryID):
@@ -45,7 +47,7 @@ extension GoalsError: RPCErrorConvertible {
         case .notLinkable(let type):
             .failedPrecondition(
                 type: "NOT_LINKABLE", subject: "goals",
-                "a \(type.rawValue) goal counts assessments, not habits")
+                "a \(type.rawValue) goal counts assessments, not habits or tasks")
         case .invalidTransition(let goalID, let from, let action):
             .failedPrecondition(
                 type: "GOAL_STATE", subject: "goals/\(goalID.lowercasedString)",

@@ -43,6 +43,7 @@ struct GoalsInternalHandler: Habitflow_Goals_V1_GoalsInternal.Handler {
                     : snapshot.proto(of: goal)
             }
             $0.assessments = everything.assessments.map(\.proto)
+            $0.tasks = everything.tasks.map(\.proto)
         }
     }
 

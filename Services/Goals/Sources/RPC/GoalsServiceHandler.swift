@@ -17,14 +17,15 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
     static let goalPageSizes = PageSizeRule.standard
     static let assessmentPageSizes = PageSizeRule.standard
     static let changePageSizes = PageSizeRule(defaultSize: 500, maximum: 1000)
+    static let taskPageSizes = PageSizeRule.standard
     static let maximumHistoryWeeks = 530
     static let maximumInitialLinks = 20
 
     private var habits: HabitsSource { reader.habits }
-    private var clock: UserClock { reader.clock }
+    var clock: UserClock { reader.clock }
 
     /// The calling user, known to the service from here on, with their today.
-    private func caller() async throws -> (id: UUID, today: LocalDate) {
+    func caller() async throws -> (id: UUID, today: LocalDate) {
         let userID = try CallerIdentity.requireUser()
         let version = try await store.userVersion(userID, now: clock.now)
         return (userID, clock.today(in: version.zone))
@@ -515,6 +516,11 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
                     .with {
                         $0.assessment = assessment.proto
                         $0.deleted = assessment.deletedAt != nil
+                    }
+                case .task(let task):
+                    .with {
+                        $0.task = task.proto
+                        $0.deleted = task.isDeleted
                     }
                 }
             }

@@ -211,6 +211,25 @@ extension AssessmentRecord {
     }
 }
 
+extension TaskRecord {
+    var proto: Habitflow_Goals_V1_Task {
+        .with {
+            $0.id = id.lowercasedString
+            $0.title = title
+            $0.week = week.proto
+            $0.goalID = goalID?.lowercasedString ?? ""
+            $0.completed = completedOn != nil
+            if let completedOn { $0.completedOn = completedOn.proto }
+            $0.createTime = createdAt.timestamp
+            $0.updateTime = updatedAt.timestamp
+            if let deletedAt {
+                $0.deleteTime = deletedAt.timestamp
+                $0.deleted = true
+            }
+        }
+    }
+}
+
 extension GoalWeekFigures {
     var proto: Habitflow_Goals_V1_GoalWeek {
         .with {

@@ -134,4 +134,13 @@ extension RequestValidator {
     mutating func week(_ week: Habitflow_Goals_V1_IsoWeek, field: String) -> IsoWeek {
         self.week(year: week.year, week: week.week, field: field)
     }
+
+    /// A week that must be set (`nil`: unset).
+    mutating func requiredWeek(_ week: Habitflow_Goals_V1_IsoWeek?, field: String) -> IsoWeek {
+        guard let week else {
+            reject(field, "is required: an ISO week, for example {year: 2026, week: 3}")
+            return IsoWeek(containing: LocalDate(daysSinceEpoch: 0))
+        }
+        return self.week(week, field: field)
+    }
 }

@@ -5,7 +5,7 @@ internal import HabitFlowCrypto
 
 /// What the feed pages through, in the order one write's rows are listed.
 public enum FeedKind: Int, ChangeKind {
-    case start = 0, goal = 1, assessment = 2
+    case start = 0, goal = 1, assessment = 2, task = 3
 }
 
 public typealias ChangeCursor = HabitFlowServiceAPI.ChangeCursor<FeedKind>
@@ -14,12 +14,14 @@ public typealias ChangeCursor = HabitFlowServiceAPI.ChangeCursor<FeedKind>
 public enum ChangedResource: Sendable, Hashable {
     case goal(GoalRecord, links: [GoalLinkRecord])
     case assessment(AssessmentRecord)
+    case task(TaskRecord)
 
     public var cursor: ChangeCursor {
         switch self {
         case .goal(let goal, _): ChangeCursor(sequence: goal.changeSequence, kind: .goal, id: goal.id)
         case .assessment(let assessment):
             ChangeCursor(sequence: assessment.changeSequence, kind: .assessment, id: assessment.id)
+        case .task(let task): ChangeCursor(sequence: task.changeSequence, kind: .task, id: task.id)
         }
     }
 }
@@ -32,6 +34,7 @@ extension GoalsStore {
         let fetch = limit + 1
         let goal = cursor.bound(for: .goal)
         let assessment = cursor.bound(for: .assessment)
+        let task = cursor.bound(for: .task)
         let goals = try await pool.query(
             """
             SELECT * FROM goal_details WHERE user_id = \(userID) AND change_seq >= \(goal.sequence) \
@@ -51,14 +54,22 @@ extension GoalsStore {
             AND (change_seq, id) > (\(assessment.sequence), \(assessment.id)) ORDER BY change_seq, id LIMIT \(fetch)
             """
         ).map { ChangedResource.assessment(try AssessmentRecord(row: $0)) }
-        let merged = (goals.map { ChangedResource.goal($0, links: linksByGoal[$0.id] ?? []) } + assessments)
+        let tasks = try await pool.query(
+            """
+            SELECT * FROM tasks WHERE user_id = \(userID) AND change_seq >= \(task.sequence) \
+            AND (change_seq, id) > (\(task.sequence), \(task.id)) ORDER BY change_seq, id LIMIT \(fetch)
+            """
+        ).map { ChangedResource.task(try TaskRecord(row: $0)) }
+        let merged = (goals.map { ChangedResource.goal($0, links: linksByGoal[$0.id] ?? []) } + assessments + tasks)
             .sorted { $0.cursor < $1.cursor }
         return (Array(merged.prefix(limit)), merged.count > limit)
     }
 
-    /// Everything of a user's, deleted goals and assessments included, for the data export.
+    /// Everything of a user's, deleted goals, assessments and tasks included, for the data export.
     public func export(user userID: UUID) async throws
-        -> (goals: [GoalRecord], links: [UUID: [GoalLinkRecord]], assessments: [AssessmentRecord])
+        -> (
+            goals: [GoalRecord], links: [UUID: [GoalLinkRecord]], assessments: [AssessmentRecord], tasks: [TaskRecord]
+        )
     {
         let goals = try await pool.query(
             "SELECT * FROM goal_details WHERE user_id = \(userID) ORDER BY created_seq"
@@ -69,6 +80,9 @@ extension GoalsStore {
         let assessments = try await pool.query(
             "SELECT * FROM assessments WHERE user_id = \(userID) ORDER BY local_date, created_at"
         ).map(AssessmentRecord.init(row:))
-        return (goals, Dictionary(grouping: links, by: \.goalID), assessments)
+        let tasks = try await pool.query(
+            "SELECT * FROM tasks WHERE user_id = \(userID) ORDER BY week_start, created_seq"
+        ).map(TaskRecord.init(row:))
+        return (goals, Dictionary(grouping: links, by: \.goalID), assessments, tasks)
     }
 }

@@ -74,6 +74,8 @@ public struct UserGoals: Sendable, Hashable {
     public var links: [UUID: [GoalLinkRecord]]
     /// Live assessments per goal.
     public var assessments: [UUID: [AssessmentRecord]]
+    /// Per goal, the days its linked planning tasks were completed (deleted tasks included).
+    public var taskCompletions: [UUID: [LocalDate]]
 }
 
 extension GoalsStore {
@@ -126,9 +128,10 @@ extension GoalsStore {
                 ORDER BY local_date, created_at
                 """
             ).map(AssessmentRecord.init(row:)) : []
+        let taskCompletions = goals.contains { $0.type.linksTasks } ? try await taskCompletions(user: userID) : [:]
         return UserGoals(
             version: version, goals: goals, links: Dictionary(grouping: links, by: \.goalID),
-            assessments: Dictionary(grouping: assessments, by: \.goalID))
+            assessments: Dictionary(grouping: assessments, by: \.goalID), taskCompletions: taskCompletions)
     }
 
     /// Goals of the user's that may hold a slot of the limit by what is stored: active or paused, not ended by
@@ -290,7 +293,8 @@ extension GoalsStore {
         }
     }
 
-    /// Deletes the goal (a tombstone): its open links end with `today`'s week and its children are detached.
+    /// Deletes the goal (a tombstone): its open links end with `today`'s week, its children are detached and its
+    /// planning tasks unlinked (they stay).
     /// Returns the goal as it was; `nil` when it was deleted already.
     public func deleteGoal(user userID: UUID, id: UUID, today: LocalDate, now: Date) async throws -> GoalRecord? {
         try await write(user: userID) { transaction, sequence in
@@ -305,6 +309,7 @@ extension GoalsStore {
                 """)
             try await endOpenLinks(transaction, user: userID, goal: id, today: today)
             try await detachChildren(transaction, user: userID, parent: id, sequence: sequence, now: now)
+            try await unlinkTasks(transaction, user: userID, goal: id, sequence: sequence, now: now)
             return current
         }
     }

@@ -22,7 +22,7 @@ public enum Habitflow_Goals_V1_GoalsInternal {
         /// plus goals shared with them), for the dashboard.
         func listActiveGoals(request: Habitflow_Goals_V1_ListActiveGoalsRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ListActiveGoalsResponse
 
-        /// Everything the service holds of a user, deleted goals and assessments included, for the data export.
+        /// Everything the service holds of a user, deleted goals, assessments and tasks included, for the data export.
         func exportUser(request: Habitflow_Goals_V1_ExportUserRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ExportUserResponse
 
         /// Removes everything of a user (as on UserDeleted). Later calls for that user are refused.
@@ -51,7 +51,7 @@ public enum Habitflow_Goals_V1_GoalsInternal {
             try await transport.unary(Habitflow_Goals_V1_GoalsInternal.Method.listActiveGoals, request, options: options, idempotentByDefault: true)
         }
 
-        /// Everything the service holds of a user, deleted goals and assessments included, for the data export.
+        /// Everything the service holds of a user, deleted goals, assessments and tasks included, for the data export.
         public func exportUser(_ request: Habitflow_Goals_V1_ExportUserRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_ExportUserResponse {
             try await exportUserWithMetadata(request, options: options).message
         }

@@ -66,6 +66,9 @@ public nonisolated struct Habitflow_Goals_V1_ExportUserResponse: Sendable {
 
   public var assessments: [Habitflow_Goals_V1_Assessment] = []
 
+  /// Every task, deleted ones included, by week then creation.
+  public var tasks: [Habitflow_Goals_V1_Task] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -192,7 +195,7 @@ nonisolated extension Habitflow_Goals_V1_ExportUserRequest: SwiftProtobuf.Messag
 
 nonisolated extension Habitflow_Goals_V1_ExportUserResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ExportUserResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}goals\0\u{1}assessments\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}goals\0\u{1}assessments\0\u{1}tasks\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -202,6 +205,7 @@ nonisolated extension Habitflow_Goals_V1_ExportUserResponse: SwiftProtobuf.Messa
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.goals) }()
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.assessments) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.tasks) }()
       default: break
       }
     }
@@ -214,12 +218,16 @@ nonisolated extension Habitflow_Goals_V1_ExportUserResponse: SwiftProtobuf.Messa
     if !self.assessments.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.assessments, fieldNumber: 2)
     }
+    if !self.tasks.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.tasks, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Habitflow_Goals_V1_ExportUserResponse, rhs: Habitflow_Goals_V1_ExportUserResponse) -> Bool {
     if lhs.goals != rhs.goals {return false}
     if lhs.assessments != rhs.assessments {return false}
+    if lhs.tasks != rhs.tasks {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

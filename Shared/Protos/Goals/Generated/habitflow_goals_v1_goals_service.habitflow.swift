@@ -26,8 +26,14 @@ public enum Habitflow_Goals_V1_GoalsService {
         public static let listAssessments = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListAssessments")
         public static let deleteAssessment = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "DeleteAssessment")
         public static let getGoalHistory = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "GetGoalHistory")
+        public static let createTask = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "CreateTask")
+        public static let updateTask = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "UpdateTask")
+        public static let completeTask = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "CompleteTask")
+        public static let uncompleteTask = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "UncompleteTask")
+        public static let deleteTask = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "DeleteTask")
+        public static let listTasks = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListTasks")
         public static let listChanges = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListChanges")
-        public static let all: [MethodDescriptor] = [createGoal, getGoal, listGoals, updateGoal, pauseGoal, resumeGoal, completeGoal, archiveGoal, restoreGoal, deleteGoal, linkHabit, unlinkHabit, addAssessment, listAssessments, deleteAssessment, getGoalHistory, listChanges]
+        public static let all: [MethodDescriptor] = [createGoal, getGoal, listGoals, updateGoal, pauseGoal, resumeGoal, completeGoal, archiveGoal, restoreGoal, deleteGoal, linkHabit, unlinkHabit, addAssessment, listAssessments, deleteAssessment, getGoalHistory, createTask, updateTask, completeTask, uncompleteTask, deleteTask, listTasks, listChanges]
     }
 
     /// Implement this to serve habitflow.goals.v1.GoalsService.
@@ -90,7 +96,33 @@ public enum Habitflow_Goals_V1_GoalsService {
         /// Week by week, for a range of the goal's weeks: what each week gave, its target and whether it was met.
         func getGoalHistory(request: Habitflow_Goals_V1_GetGoalHistoryRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_GetGoalHistoryResponse
 
-        /// Everything of the caller's that changed after a cursor (goals and assessments, upserts and tombstones), for
+        /// Creates a planning task for a week, optionally linked to one of the caller's goals that is active or paused
+        /// (NOT_FOUND for a goal that is not the caller's or deleted; FAILED_PRECONDITION GOAL_STATE for an archived goal or
+        /// one completed by hand, NOT_LINKABLE for level and rating goals). A repeated create with the same task_id returns
+        /// the first result.
+        func createTask(request: Habitflow_Goals_V1_CreateTaskRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Task
+
+        /// Partial update, last write wins per field. Paths: title, week, goal_id (linking checks the goal as CreateTask
+        /// does; empty unlinks). A completed task's completion moves with its link: relinking it moves what it gives to the
+        /// new goal, unlinking takes it from the old one.
+        func updateTask(request: Habitflow_Goals_V1_UpdateTaskRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Task
+
+        /// Marks a task completed on a day (unset: the user's today; not in the future). A linked task counts for its goal
+        /// in the week of that day. Completing a completed task returns it unchanged.
+        func completeTask(request: Habitflow_Goals_V1_CompleteTaskRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Task
+
+        /// Marks a task not completed: what it gave its goal goes. Uncompleting an open task returns it unchanged.
+        func uncompleteTask(request: Habitflow_Goals_V1_UncompleteTaskRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Task
+
+        /// Deletes a task (a tombstone in ListChanges); what a completed linked task gave its goal stays. Deleting again
+        /// succeeds.
+        func deleteTask(request: Habitflow_Goals_V1_DeleteTaskRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_DeleteTaskResponse
+
+        /// The caller's live tasks of a week, of a goal, or of a goal in a week (at least one of week and goal_id), ordered
+        /// by week, then creation.
+        func listTasks(request: Habitflow_Goals_V1_ListTasksRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ListTasksResponse
+
+        /// Everything of the caller's that changed after a cursor (goals, assessments and tasks, upserts and tombstones), for
         /// offline clients. Goals come without progress (GetGoal and ListGoals derive it). Start with an empty cursor, then
         /// pass next_cursor; while has_more is true, call again at once.
         func listChanges(request: Habitflow_Goals_V1_ListChangesRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ListChangesResponse
@@ -262,7 +294,69 @@ public enum Habitflow_Goals_V1_GoalsService {
             try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.getGoalHistory, request, options: options, idempotentByDefault: true)
         }
 
-        /// Everything of the caller's that changed after a cursor (goals and assessments, upserts and tombstones), for
+        /// Creates a planning task for a week, optionally linked to one of the caller's goals that is active or paused
+        /// (NOT_FOUND for a goal that is not the caller's or deleted; FAILED_PRECONDITION GOAL_STATE for an archived goal or
+        /// one completed by hand, NOT_LINKABLE for level and rating goals). A repeated create with the same task_id returns
+        /// the first result.
+        public func createTask(_ request: Habitflow_Goals_V1_CreateTaskRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_Task {
+            try await createTaskWithMetadata(request, options: options).message
+        }
+
+        public func createTaskWithMetadata(_ request: Habitflow_Goals_V1_CreateTaskRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_Task> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.createTask, request, options: options)
+        }
+
+        /// Partial update, last write wins per field. Paths: title, week, goal_id (linking checks the goal as CreateTask
+        /// does; empty unlinks). A completed task's completion moves with its link: relinking it moves what it gives to the
+        /// new goal, unlinking takes it from the old one.
+        public func updateTask(_ request: Habitflow_Goals_V1_UpdateTaskRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_Task {
+            try await updateTaskWithMetadata(request, options: options).message
+        }
+
+        public func updateTaskWithMetadata(_ request: Habitflow_Goals_V1_UpdateTaskRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_Task> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.updateTask, request, options: options, idempotentByDefault: true)
+        }
+
+        /// Marks a task completed on a day (unset: the user's today; not in the future). A linked task counts for its goal
+        /// in the week of that day. Completing a completed task returns it unchanged.
+        public func completeTask(_ request: Habitflow_Goals_V1_CompleteTaskRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_Task {
+            try await completeTaskWithMetadata(request, options: options).message
+        }
+
+        public func completeTaskWithMetadata(_ request: Habitflow_Goals_V1_CompleteTaskRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_Task> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.completeTask, request, options: options, idempotentByDefault: true)
+        }
+
+        /// Marks a task not completed: what it gave its goal goes. Uncompleting an open task returns it unchanged.
+        public func uncompleteTask(_ request: Habitflow_Goals_V1_UncompleteTaskRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_Task {
+            try await uncompleteTaskWithMetadata(request, options: options).message
+        }
+
+        public func uncompleteTaskWithMetadata(_ request: Habitflow_Goals_V1_UncompleteTaskRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_Task> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.uncompleteTask, request, options: options, idempotentByDefault: true)
+        }
+
+        /// Deletes a task (a tombstone in ListChanges); what a completed linked task gave its goal stays. Deleting again
+        /// succeeds.
+        public func deleteTask(_ request: Habitflow_Goals_V1_DeleteTaskRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_DeleteTaskResponse {
+            try await deleteTaskWithMetadata(request, options: options).message
+        }
+
+        public func deleteTaskWithMetadata(_ request: Habitflow_Goals_V1_DeleteTaskRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_DeleteTaskResponse> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.deleteTask, request, options: options, idempotentByDefault: true)
+        }
+
+        /// The caller's live tasks of a week, of a goal, or of a goal in a week (at least one of week and goal_id), ordered
+        /// by week, then creation.
+        public func listTasks(_ request: Habitflow_Goals_V1_ListTasksRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_ListTasksResponse {
+            try await listTasksWithMetadata(request, options: options).message
+        }
+
+        public func listTasksWithMetadata(_ request: Habitflow_Goals_V1_ListTasksRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_ListTasksResponse> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.listTasks, request, options: options, idempotentByDefault: true)
+        }
+
+        /// Everything of the caller's that changed after a cursor (goals, assessments and tasks, upserts and tombstones), for
         /// offline clients. Goals come without progress (GetGoal and ListGoals derive it). Start with an empty cursor, then
         /// pass next_cursor; while has_more is true, call again at once.
         public func listChanges(_ request: Habitflow_Goals_V1_ListChangesRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_ListChangesResponse {
@@ -296,6 +390,12 @@ extension Habitflow_Goals_V1_GoalsService.Handler {
             .unary(Habitflow_Goals_V1_GoalsService.Method.listAssessments) { try await self.listAssessments(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.deleteAssessment) { try await self.deleteAssessment(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.getGoalHistory) { try await self.getGoalHistory(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.createTask) { try await self.createTask(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.updateTask) { try await self.updateTask(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.completeTask) { try await self.completeTask(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.uncompleteTask) { try await self.uncompleteTask(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.deleteTask) { try await self.deleteTask(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.listTasks) { try await self.listTasks(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.listChanges) { try await self.listChanges(request: $0, context: $1) },
         ]
     }

@@ -25,14 +25,14 @@ public nonisolated enum Habitflow_Goals_V1_GoalType: SwiftProtobuf.Enum, Swift.C
   public typealias RawValue = Int
   case unspecified // = 0
 
-  /// Check-ins of the linked habits per week against a weekly target; a week is met when X >= Y. Resets every
+  /// Check-ins of the linked habits (and linked tasks completed) per week against a weekly target; a week is met when X >= Y. Resets every
   /// Monday in the owner's zone.
   case weeklyHabit // = 1
 
-  /// Done or not each week: done when a linked habit has an entry that week.
+  /// Done or not each week: done when a linked habit has an entry or a linked task was completed that week.
   case recurringTask // = 2
 
-  /// Check-ins of the linked habits so far against a total ("75/100").
+  /// Check-ins of the linked habits (and linked tasks completed) so far against a total ("75/100").
   case count // = 3
 
   /// The sum of the linked habits' entry values so far against a total in one unit ("42.5/500 km"). Every linked
@@ -705,8 +705,8 @@ public nonisolated struct Habitflow_Goals_V1_GoalWeek: Sendable {
   /// Clears the value of `weekStart`. Subsequent reads from it will return its default value.
   public mutating func clearWeekStart() {self._weekStart = nil}
 
-  /// What the week gave: check-ins (weekly_habit, count, recurring_task) or the sum of values (quantity) of the habits
-  /// linked that week; for level and rating goals, the latest assessment as of the week's Sunday (0 before any).
+  /// What the week gave: check-ins (weekly_habit, count, recurring_task) of the habits linked that week plus the
+  /// linked tasks completed that week, or the sum of values (quantity) of the habits linked that week; for level and rating goals, the latest assessment as of the week's Sunday (0 before any).
   public var value: Double = 0
 
   /// The target in force that week.
@@ -725,6 +725,87 @@ public nonisolated struct Habitflow_Goals_V1_GoalWeek: Sendable {
 
   fileprivate var _week: Habitflow_Goals_V1_IsoWeek? = nil
   fileprivate var _weekStart: Habitflow_Goals_V1_LocalDate? = nil
+}
+
+/// A planning task (seed 000): a title for one ISO week, optionally linked to one of the owner's goals. Completing a
+/// linked task counts for the goal in the week of the day it was completed: +1 for weekly_habit and count goals, "done
+/// this week" for recurring_task goals; quantity goals count units, not tasks (a task gives them nothing). Level and
+/// rating goals link no tasks. A deleted task keeps what it gave; deleting its goal unlinks it (goal_id empties).
+public nonisolated struct Habitflow_Goals_V1_Task: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// UUID, lowercase (client-assigned when the create request carried one).
+  public var id: String = String()
+
+  /// 1..200 characters (Unicode code points), trimmed.
+  public var title: String = String()
+
+  /// The week the task is planned for.
+  public var week: Habitflow_Goals_V1_IsoWeek {
+    get {_week ?? Habitflow_Goals_V1_IsoWeek()}
+    set {_week = newValue}
+  }
+  /// Returns true if `week` has been explicitly set.
+  public var hasWeek: Bool {self._week != nil}
+  /// Clears the value of `week`. Subsequent reads from it will return its default value.
+  public mutating func clearWeek() {self._week = nil}
+
+  /// A goal of the owner's; empty: none (never linked, unlinked, or its goal was deleted).
+  public var goalID: String = String()
+
+  public var completed: Bool = false
+
+  /// The user-local day it was completed; unset while not completed.
+  public var completedOn: Habitflow_Goals_V1_LocalDate {
+    get {_completedOn ?? Habitflow_Goals_V1_LocalDate()}
+    set {_completedOn = newValue}
+  }
+  /// Returns true if `completedOn` has been explicitly set.
+  public var hasCompletedOn: Bool {self._completedOn != nil}
+  /// Clears the value of `completedOn`. Subsequent reads from it will return its default value.
+  public mutating func clearCompletedOn() {self._completedOn = nil}
+
+  public var createTime: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_createTime ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_createTime = newValue}
+  }
+  /// Returns true if `createTime` has been explicitly set.
+  public var hasCreateTime: Bool {self._createTime != nil}
+  /// Clears the value of `createTime`. Subsequent reads from it will return its default value.
+  public mutating func clearCreateTime() {self._createTime = nil}
+
+  public var updateTime: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_updateTime ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_updateTime = newValue}
+  }
+  /// Returns true if `updateTime` has been explicitly set.
+  public var hasUpdateTime: Bool {self._updateTime != nil}
+  /// Clears the value of `updateTime`. Subsequent reads from it will return its default value.
+  public mutating func clearUpdateTime() {self._updateTime = nil}
+
+  /// Tombstones only (ListChanges, export).
+  public var deleteTime: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_deleteTime ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_deleteTime = newValue}
+  }
+  /// Returns true if `deleteTime` has been explicitly set.
+  public var hasDeleteTime: Bool {self._deleteTime != nil}
+  /// Clears the value of `deleteTime`. Subsequent reads from it will return its default value.
+  public mutating func clearDeleteTime() {self._deleteTime = nil}
+
+  public var deleted: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _week: Habitflow_Goals_V1_IsoWeek? = nil
+  fileprivate var _completedOn: Habitflow_Goals_V1_LocalDate? = nil
+  fileprivate var _createTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+  fileprivate var _updateTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+  fileprivate var _deleteTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
 }
 
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
@@ -1404,6 +1485,85 @@ nonisolated extension Habitflow_Goals_V1_GoalWeek: SwiftProtobuf.Message, SwiftP
     if lhs.target != rhs.target {return false}
     if lhs.cumulative != rhs.cumulative {return false}
     if lhs.met != rhs.met {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_Task: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Task"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}title\0\u{1}week\0\u{3}goal_id\0\u{1}completed\0\u{3}completed_on\0\u{3}create_time\0\u{3}update_time\0\u{3}delete_time\0\u{1}deleted\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.id) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.title) }()
+      case 3: try { try decoder.decodeSingularMessageField(value: &self._week) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.goalID) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.completed) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._completedOn) }()
+      case 7: try { try decoder.decodeSingularMessageField(value: &self._createTime) }()
+      case 8: try { try decoder.decodeSingularMessageField(value: &self._updateTime) }()
+      case 9: try { try decoder.decodeSingularMessageField(value: &self._deleteTime) }()
+      case 10: try { try decoder.decodeSingularBoolField(value: &self.deleted) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.id.isEmpty {
+      try visitor.visitSingularStringField(value: self.id, fieldNumber: 1)
+    }
+    if !self.title.isEmpty {
+      try visitor.visitSingularStringField(value: self.title, fieldNumber: 2)
+    }
+    try { if let v = self._week {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+    } }()
+    if !self.goalID.isEmpty {
+      try visitor.visitSingularStringField(value: self.goalID, fieldNumber: 4)
+    }
+    if self.completed != false {
+      try visitor.visitSingularBoolField(value: self.completed, fieldNumber: 5)
+    }
+    try { if let v = self._completedOn {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
+    try { if let v = self._createTime {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+    } }()
+    try { if let v = self._updateTime {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+    } }()
+    try { if let v = self._deleteTime {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+    } }()
+    if self.deleted != false {
+      try visitor.visitSingularBoolField(value: self.deleted, fieldNumber: 10)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_Task, rhs: Habitflow_Goals_V1_Task) -> Bool {
+    if lhs.id != rhs.id {return false}
+    if lhs.title != rhs.title {return false}
+    if lhs._week != rhs._week {return false}
+    if lhs.goalID != rhs.goalID {return false}
+    if lhs.completed != rhs.completed {return false}
+    if lhs._completedOn != rhs._completedOn {return false}
+    if lhs._createTime != rhs._createTime {return false}
+    if lhs._updateTime != rhs._updateTime {return false}
+    if lhs._deleteTime != rhs._deleteTime {return false}
+    if lhs.deleted != rhs.deleted {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
