@@ -45,7 +45,8 @@ extension GoalsServiceHandler {
         for path in Set(paths) {
             switch path {
             case "title":
-                changes.title = validator.name(task.title, field: "task.title", maximumLength: TaskRules.maximumTitleLength)
+                changes.title = validator.name(
+                    task.title, field: "task.title", maximumLength: TaskRules.maximumTitleLength)
             case "week":
                 changes.week = validator.requiredWeek(task.hasWeek ? task.week : nil, field: "task.week")
             case "goal_id": changes.goalID = .some(validator.optionalID(task.goalID, field: "task.goal_id"))

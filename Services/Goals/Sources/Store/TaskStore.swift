@@ -166,7 +166,8 @@ extension TaskRecord {
     init(row: PostgresRow) throws {
         self.init(
             id: try row.decode("id"), title: try row.decode("title"),
-            week: IsoWeek(containing: try row.decode("week_start", as: LocalDate.self)), goalID: try row.decode("goal_id"),
+            week: IsoWeek(containing: try row.decode("week_start", as: LocalDate.self)),
+            goalID: try row.decode("goal_id"),
             completedOn: try row.decode("completed_on"), createdAt: try row.decode("created_at"),
             updatedAt: try row.decode("updated_at"), deletedAt: try row.decode("deleted_at"),
             changeSequence: try row.decode("change_seq"), createdSequence: try row.decode("created_seq"))

@@ -102,8 +102,9 @@ public enum Habitflow_Goals_V1_GoalsService {
         /// the first result.
         func createTask(request: Habitflow_Goals_V1_CreateTaskRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Task
 
-        /// Partial update, last write wins per field. Paths: title, week, goal_id (linking checks the goal as CreateTask
-        /// does; empty unlinks). A completed task's completion moves with its link: relinking it moves what it gives to the
+        /// Partial update, last write wins per field. Paths: title, week, goal_id (a new link checks the goal as CreateTask
+        /// does, keeping the current one is not checked again; empty unlinks). completed and completed_on change only
+        /// through CompleteTask and UncompleteTask (INVALID_ARGUMENT). A completed task's completion moves with its link: relinking it moves what it gives to the
         /// new goal, unlinking takes it from the old one.
         func updateTask(request: Habitflow_Goals_V1_UpdateTaskRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Task
 
@@ -306,8 +307,9 @@ public enum Habitflow_Goals_V1_GoalsService {
             try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.createTask, request, options: options)
         }
 
-        /// Partial update, last write wins per field. Paths: title, week, goal_id (linking checks the goal as CreateTask
-        /// does; empty unlinks). A completed task's completion moves with its link: relinking it moves what it gives to the
+        /// Partial update, last write wins per field. Paths: title, week, goal_id (a new link checks the goal as CreateTask
+        /// does, keeping the current one is not checked again; empty unlinks). completed and completed_on change only
+        /// through CompleteTask and UncompleteTask (INVALID_ARGUMENT). A completed task's completion moves with its link: relinking it moves what it gives to the
         /// new goal, unlinking takes it from the old one.
         public func updateTask(_ request: Habitflow_Goals_V1_UpdateTaskRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_Task {
             try await updateTaskWithMetadata(request, options: options).message
