@@ -330,5 +330,10 @@ extension TestUser {
         let exported = try await user.fixture.goalsInternal.exportUser(.with { $0.userID = user.userID })
         #expect(exported.tasks.map(\.id) == [kept.id, gone.id])
         #expect(exported.tasks.map(\.deleted) == [false, true])
+        // Removing the account removes its tasks with its goals.
+        _ = try await user.createTask("Linked to a live goal", week: week(2026, 3), goal: try await user.createGoal(
+            "Live", type: .count, target: 5))
+        #expect(try await user.fixture.goalsInternal.purgeUser(.with { $0.userID = user.userID }).existed)
+        await expectError(.failedPrecondition) { try await user.complete(kept) }
     }
 }
