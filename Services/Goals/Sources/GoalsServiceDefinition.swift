@@ -11,17 +11,14 @@ public import HabitFlowServiceKit
 /// (auth's account events, habits' category and habit deletions); calls `HabitsInternal` for entry totals, habit
 /// details and unit holds. Publishes nothing yet.
 public enum GoalsServiceDefinition {
-    /// - Parameters:
-    ///   - clock: where "now" comes from; tests pass their own.
-    ///   - progressCacheCapacity: users whose goals' progress is kept between reads (0 keeps none).
-    public static func make(clock: UserClock = .system, progressCacheCapacity: Int = 4_096) -> ServiceDefinition {
+    /// - Parameter clock: where "now" comes from; tests pass their own.
+    public static func make(clock: UserClock = .system) -> ServiceDefinition {
         ServiceDefinition(name: "goals", descriptorSets: [HabitFlowGoalsProtosDescriptorSet.base64], eventRoutes: [:])
         { runtime in
             let store = GoalsStore(pool: runtime.pool)
             let habits = HabitsSource(client: Habitflow_Habits_V1_HabitsInternal.Client(
                 transport: try runtime.channel(to: "habits")))
-            let reader = GoalProgressReader(
-                store: store, habits: habits, clock: clock, capacity: max(progressCacheCapacity, 1))
+            let reader = GoalProgressReader(store: store, habits: habits, clock: clock)
             let events = GoalsEvents(store: store, clock: clock, logger: runtime.logger)
             return [
                 GoalsServiceHandler(store: store, reader: reader),

@@ -131,12 +131,6 @@ final class GoalProgressReader: Sendable {
                 habitsVersion: habitsVersion), for: userID)
     }
 
-    /// Forgets every snapshot (tests compare the cached figures with fresh ones).
-    func dropAll() {
-        snapshots.withLock { $0 = BoundedMap(capacity: $0.capacity) }
-        lists.withLock { $0 = BoundedMap(capacity: $0.capacity) }
-    }
-
     private func remember(_ snapshot: GoalsSnapshot, for userID: UUID) -> GoalsSnapshot {
         snapshots.withLock { $0.store(snapshot, for: userID) }
         return snapshot

@@ -105,11 +105,6 @@ extension GoalsStore {
 
     /// Everything of the user's live goals, read under one version: the version is read first, so the data is never
     /// older than it (a write after the version only makes a later read miss the cache).
-    public func userGoals(user userID: UUID, now: Date) async throws -> UserGoals {
-        let version = try await userVersion(userID, now: now)
-        return try await userGoals(user: userID, version: version)
-    }
-
     public func userGoals(user userID: UUID, version: UserVersion) async throws -> UserGoals {
         let goals = try await pool.query(
             "SELECT * FROM goal_details WHERE user_id = \(userID) AND deleted_at IS NULL ORDER BY created_seq"
