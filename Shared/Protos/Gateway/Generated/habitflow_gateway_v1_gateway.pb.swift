@@ -234,6 +234,14 @@ public nonisolated struct Habitflow_Gateway_V1_Dashboard: @unchecked Sendable {
     set {_uniqueStorage()._goals = newValue}
   }
 
+  /// The latest rating (1..10) of each of the caller's live categories that a review rated, in display order (goals
+  /// service, GetCategoryRatings; part of DASHBOARD_PART_GOALS). Not `category_scores`: those are this week's scores
+  /// from habits, these come from the caller's latest reviews.
+  public var categoryRatings: [Habitflow_Gateway_V1_CategoryRating] {
+    get {_storage._categoryRatings}
+    set {_uniqueStorage()._categoryRatings = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -375,6 +383,37 @@ public nonisolated struct Habitflow_Gateway_V1_CategoryScore: Sendable {
   fileprivate var _score: Habitflow_Gateway_V1_Score? = nil
 }
 
+/// A category's latest review rating (goals service): from the latest review that rated it. A different figure from
+/// CategoryScore (the category's habits this week).
+public nonisolated struct Habitflow_Gateway_V1_CategoryRating: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var categoryID: String = String()
+
+  public var categoryName: String = String()
+
+  /// 1..10.
+  public var rating: Int32 = 0
+
+  /// The date of the review it comes from.
+  public var date: Habitflow_Gateway_V1_Date {
+    get {_date ?? Habitflow_Gateway_V1_Date()}
+    set {_date = newValue}
+  }
+  /// Returns true if `date` has been explicitly set.
+  public var hasDate: Bool {self._date != nil}
+  /// Clears the value of `date`. Subsequent reads from it will return its default value.
+  public mutating func clearDate() {self._date = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _date: Habitflow_Gateway_V1_Date? = nil
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "habitflow.gateway.v1"
@@ -448,7 +487,7 @@ nonisolated extension Habitflow_Gateway_V1_MissingPart: SwiftProtobuf.Message, S
 
 nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Dashboard"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}week_name\0\u{3}start_date\0\u{3}end_date\0\u{1}today\0\u{3}time_zone\0\u{3}weekly_score\0\u{1}habits\0\u{3}category_scores\0\u{3}missing_parts\0\u{1}goals\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}week_name\0\u{3}start_date\0\u{3}end_date\0\u{1}today\0\u{3}time_zone\0\u{3}weekly_score\0\u{1}habits\0\u{3}category_scores\0\u{3}missing_parts\0\u{1}goals\0\u{3}category_ratings\0")
 
   fileprivate class _StorageClass {
     var _weekName: String = String()
@@ -461,6 +500,7 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
     var _categoryScores: [Habitflow_Gateway_V1_CategoryScore] = []
     var _missingParts: [Habitflow_Gateway_V1_MissingPart] = []
     var _goals: [Habitflow_Gateway_V1_GoalProgress] = []
+    var _categoryRatings: [Habitflow_Gateway_V1_CategoryRating] = []
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -481,6 +521,7 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
       _categoryScores = source._categoryScores
       _missingParts = source._missingParts
       _goals = source._goals
+      _categoryRatings = source._categoryRatings
     }
   }
 
@@ -509,6 +550,7 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
         case 8: try { try decoder.decodeRepeatedMessageField(value: &_storage._categoryScores) }()
         case 9: try { try decoder.decodeRepeatedMessageField(value: &_storage._missingParts) }()
         case 10: try { try decoder.decodeRepeatedMessageField(value: &_storage._goals) }()
+        case 11: try { try decoder.decodeRepeatedMessageField(value: &_storage._categoryRatings) }()
         default: break
         }
       }
@@ -551,6 +593,9 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
       if !_storage._goals.isEmpty {
         try visitor.visitRepeatedMessageField(value: _storage._goals, fieldNumber: 10)
       }
+      if !_storage._categoryRatings.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._categoryRatings, fieldNumber: 11)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -570,6 +615,7 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
         if _storage._categoryScores != rhs_storage._categoryScores {return false}
         if _storage._missingParts != rhs_storage._missingParts {return false}
         if _storage._goals != rhs_storage._goals {return false}
+        if _storage._categoryRatings != rhs_storage._categoryRatings {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -843,6 +889,55 @@ nonisolated extension Habitflow_Gateway_V1_CategoryScore: SwiftProtobuf.Message,
     if lhs.categoryID != rhs.categoryID {return false}
     if lhs.categoryName != rhs.categoryName {return false}
     if lhs._score != rhs._score {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Gateway_V1_CategoryRating: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CategoryRating"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}category_id\0\u{3}category_name\0\u{1}rating\0\u{1}date\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.categoryID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.categoryName) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.rating) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._date) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.categoryID.isEmpty {
+      try visitor.visitSingularStringField(value: self.categoryID, fieldNumber: 1)
+    }
+    if !self.categoryName.isEmpty {
+      try visitor.visitSingularStringField(value: self.categoryName, fieldNumber: 2)
+    }
+    if self.rating != 0 {
+      try visitor.visitSingularInt32Field(value: self.rating, fieldNumber: 3)
+    }
+    try { if let v = self._date {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Gateway_V1_CategoryRating, rhs: Habitflow_Gateway_V1_CategoryRating) -> Bool {
+    if lhs.categoryID != rhs.categoryID {return false}
+    if lhs.categoryName != rhs.categoryName {return false}
+    if lhs.rating != rhs.rating {return false}
+    if lhs._date != rhs._date {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

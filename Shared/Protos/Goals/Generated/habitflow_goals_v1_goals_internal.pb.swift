@@ -69,6 +69,9 @@ public nonisolated struct Habitflow_Goals_V1_ExportUserResponse: Sendable {
   /// Every task, deleted ones included, by week then creation.
   public var tasks: [Habitflow_Goals_V1_Task] = []
 
+  /// Every review, deleted ones included, oldest first (by date, then creation).
+  public var reviews: [Habitflow_Goals_V1_Review] = []
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -195,7 +198,7 @@ nonisolated extension Habitflow_Goals_V1_ExportUserRequest: SwiftProtobuf.Messag
 
 nonisolated extension Habitflow_Goals_V1_ExportUserResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ExportUserResponse"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}goals\0\u{1}assessments\0\u{1}tasks\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}goals\0\u{1}assessments\0\u{1}tasks\0\u{1}reviews\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -206,6 +209,7 @@ nonisolated extension Habitflow_Goals_V1_ExportUserResponse: SwiftProtobuf.Messa
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.goals) }()
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.assessments) }()
       case 3: try { try decoder.decodeRepeatedMessageField(value: &self.tasks) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.reviews) }()
       default: break
       }
     }
@@ -221,6 +225,9 @@ nonisolated extension Habitflow_Goals_V1_ExportUserResponse: SwiftProtobuf.Messa
     if !self.tasks.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.tasks, fieldNumber: 3)
     }
+    if !self.reviews.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.reviews, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -228,6 +235,7 @@ nonisolated extension Habitflow_Goals_V1_ExportUserResponse: SwiftProtobuf.Messa
     if lhs.goals != rhs.goals {return false}
     if lhs.assessments != rhs.assessments {return false}
     if lhs.tasks != rhs.tasks {return false}
+    if lhs.reviews != rhs.reviews {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

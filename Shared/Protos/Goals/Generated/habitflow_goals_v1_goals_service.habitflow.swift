@@ -25,6 +25,11 @@ public enum Habitflow_Goals_V1_GoalsService {
         public static let addAssessment = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "AddAssessment")
         public static let listAssessments = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListAssessments")
         public static let deleteAssessment = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "DeleteAssessment")
+        public static let createReview = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "CreateReview")
+        public static let updateReview = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "UpdateReview")
+        public static let deleteReview = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "DeleteReview")
+        public static let listReviews = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListReviews")
+        public static let getCategoryRatings = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "GetCategoryRatings")
         public static let getGoalHistory = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "GetGoalHistory")
         public static let createTask = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "CreateTask")
         public static let updateTask = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "UpdateTask")
@@ -33,7 +38,7 @@ public enum Habitflow_Goals_V1_GoalsService {
         public static let deleteTask = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "DeleteTask")
         public static let listTasks = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListTasks")
         public static let listChanges = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListChanges")
-        public static let all: [MethodDescriptor] = [createGoal, getGoal, listGoals, updateGoal, pauseGoal, resumeGoal, completeGoal, archiveGoal, restoreGoal, deleteGoal, linkHabit, unlinkHabit, addAssessment, listAssessments, deleteAssessment, getGoalHistory, createTask, updateTask, completeTask, uncompleteTask, deleteTask, listTasks, listChanges]
+        public static let all: [MethodDescriptor] = [createGoal, getGoal, listGoals, updateGoal, pauseGoal, resumeGoal, completeGoal, archiveGoal, restoreGoal, deleteGoal, linkHabit, unlinkHabit, addAssessment, listAssessments, deleteAssessment, createReview, updateReview, deleteReview, listReviews, getCategoryRatings, getGoalHistory, createTask, updateTask, completeTask, uncompleteTask, deleteTask, listTasks, listChanges]
     }
 
     /// Implement this to serve habitflow.goals.v1.GoalsService.
@@ -93,6 +98,26 @@ public enum Habitflow_Goals_V1_GoalsService {
 
         func deleteAssessment(request: Habitflow_Goals_V1_DeleteAssessmentRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_DeleteAssessmentResponse
 
+        /// Creates a review (type, date, a 1..10 rating for each of 1..10 of the caller's live categories, optional note);
+        /// next_review_date is derived. NOT_FOUND for a category that is not one of the caller's live categories. A repeated
+        /// create with the same review_id returns the first result.
+        func createReview(request: Habitflow_Goals_V1_CreateReviewRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Review
+
+        /// Partial update, last write wins per field. Paths: type, date, ratings (replaces every rating; categories checked
+        /// as on create), note.
+        func updateReview(request: Habitflow_Goals_V1_UpdateReviewRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Review
+
+        /// Deletes a review (a tombstone in ListChanges): its ratings leave the latest figures and the history. Deleting
+        /// again succeeds.
+        func deleteReview(request: Habitflow_Goals_V1_DeleteReviewRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_DeleteReviewResponse
+
+        /// The caller's live reviews, newest first (by date, then creation).
+        func listReviews(request: Habitflow_Goals_V1_ListReviewsRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ListReviewsResponse
+
+        /// Per live category, its latest rating (from the latest live review that rated it), and per category rated in any
+        /// live review, every rating oldest first. A deleted category drops out of the latest figures and stays in history.
+        func getCategoryRatings(request: Habitflow_Goals_V1_GetCategoryRatingsRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_GetCategoryRatingsResponse
+
         /// Week by week, for a range of the goal's weeks: what each week gave, its target and whether it was met.
         func getGoalHistory(request: Habitflow_Goals_V1_GetGoalHistoryRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_GetGoalHistoryResponse
 
@@ -123,8 +148,8 @@ public enum Habitflow_Goals_V1_GoalsService {
         /// by week, then creation.
         func listTasks(request: Habitflow_Goals_V1_ListTasksRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ListTasksResponse
 
-        /// Everything of the caller's that changed after a cursor (goals, assessments and tasks, upserts and tombstones), for
-        /// offline clients. Goals come without progress (GetGoal and ListGoals derive it). Start with an empty cursor, then
+        /// Everything of the caller's that changed after a cursor (goals, assessments, tasks and reviews, upserts and
+        /// tombstones), for offline clients. Goals come without progress (GetGoal and ListGoals derive it). Start with an empty cursor, then
         /// pass next_cursor; while has_more is true, call again at once.
         func listChanges(request: Habitflow_Goals_V1_ListChangesRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ListChangesResponse
     }
@@ -286,6 +311,56 @@ public enum Habitflow_Goals_V1_GoalsService {
             try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.deleteAssessment, request, options: options, idempotentByDefault: true)
         }
 
+        /// Creates a review (type, date, a 1..10 rating for each of 1..10 of the caller's live categories, optional note);
+        /// next_review_date is derived. NOT_FOUND for a category that is not one of the caller's live categories. A repeated
+        /// create with the same review_id returns the first result.
+        public func createReview(_ request: Habitflow_Goals_V1_CreateReviewRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_Review {
+            try await createReviewWithMetadata(request, options: options).message
+        }
+
+        public func createReviewWithMetadata(_ request: Habitflow_Goals_V1_CreateReviewRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_Review> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.createReview, request, options: options)
+        }
+
+        /// Partial update, last write wins per field. Paths: type, date, ratings (replaces every rating; categories checked
+        /// as on create), note.
+        public func updateReview(_ request: Habitflow_Goals_V1_UpdateReviewRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_Review {
+            try await updateReviewWithMetadata(request, options: options).message
+        }
+
+        public func updateReviewWithMetadata(_ request: Habitflow_Goals_V1_UpdateReviewRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_Review> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.updateReview, request, options: options, idempotentByDefault: true)
+        }
+
+        /// Deletes a review (a tombstone in ListChanges): its ratings leave the latest figures and the history. Deleting
+        /// again succeeds.
+        public func deleteReview(_ request: Habitflow_Goals_V1_DeleteReviewRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_DeleteReviewResponse {
+            try await deleteReviewWithMetadata(request, options: options).message
+        }
+
+        public func deleteReviewWithMetadata(_ request: Habitflow_Goals_V1_DeleteReviewRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_DeleteReviewResponse> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.deleteReview, request, options: options, idempotentByDefault: true)
+        }
+
+        /// The caller's live reviews, newest first (by date, then creation).
+        public func listReviews(_ request: Habitflow_Goals_V1_ListReviewsRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_ListReviewsResponse {
+            try await listReviewsWithMetadata(request, options: options).message
+        }
+
+        public func listReviewsWithMetadata(_ request: Habitflow_Goals_V1_ListReviewsRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_ListReviewsResponse> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.listReviews, request, options: options, idempotentByDefault: true)
+        }
+
+        /// Per live category, its latest rating (from the latest live review that rated it), and per category rated in any
+        /// live review, every rating oldest first. A deleted category drops out of the latest figures and stays in history.
+        public func getCategoryRatings(_ request: Habitflow_Goals_V1_GetCategoryRatingsRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_GetCategoryRatingsResponse {
+            try await getCategoryRatingsWithMetadata(request, options: options).message
+        }
+
+        public func getCategoryRatingsWithMetadata(_ request: Habitflow_Goals_V1_GetCategoryRatingsRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_GetCategoryRatingsResponse> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.getCategoryRatings, request, options: options, idempotentByDefault: true)
+        }
+
         /// Week by week, for a range of the goal's weeks: what each week gave, its target and whether it was met.
         public func getGoalHistory(_ request: Habitflow_Goals_V1_GetGoalHistoryRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_GetGoalHistoryResponse {
             try await getGoalHistoryWithMetadata(request, options: options).message
@@ -358,8 +433,8 @@ public enum Habitflow_Goals_V1_GoalsService {
             try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.listTasks, request, options: options, idempotentByDefault: true)
         }
 
-        /// Everything of the caller's that changed after a cursor (goals, assessments and tasks, upserts and tombstones), for
-        /// offline clients. Goals come without progress (GetGoal and ListGoals derive it). Start with an empty cursor, then
+        /// Everything of the caller's that changed after a cursor (goals, assessments, tasks and reviews, upserts and
+        /// tombstones), for offline clients. Goals come without progress (GetGoal and ListGoals derive it). Start with an empty cursor, then
         /// pass next_cursor; while has_more is true, call again at once.
         public func listChanges(_ request: Habitflow_Goals_V1_ListChangesRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_ListChangesResponse {
             try await listChangesWithMetadata(request, options: options).message
@@ -391,6 +466,11 @@ extension Habitflow_Goals_V1_GoalsService.Handler {
             .unary(Habitflow_Goals_V1_GoalsService.Method.addAssessment) { try await self.addAssessment(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.listAssessments) { try await self.listAssessments(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.deleteAssessment) { try await self.deleteAssessment(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.createReview) { try await self.createReview(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.updateReview) { try await self.updateReview(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.deleteReview) { try await self.deleteReview(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.listReviews) { try await self.listReviews(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.getCategoryRatings) { try await self.getCategoryRatings(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.getGoalHistory) { try await self.getGoalHistory(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.createTask) { try await self.createTask(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.updateTask) { try await self.updateTask(request: $0, context: $1) },

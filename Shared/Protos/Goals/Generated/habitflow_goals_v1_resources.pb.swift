@@ -263,6 +263,49 @@ public nonisolated enum Habitflow_Goals_V1_GoalStatus: SwiftProtobuf.Enum, Swift
 
 }
 
+/// The kind of a review (DESIGN.md section 3a "Reviews").
+public nonisolated enum Habitflow_Goals_V1_ReviewType: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+
+  /// The next review is 12 weeks after the review's date.
+  case twelveWeek // = 1
+
+  /// The next review is one year after the review's date.
+  case annual // = 2
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .twelveWeek
+    case 2: self = .annual
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .twelveWeek: return 1
+    case .annual: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Habitflow_Goals_V1_ReviewType] = [
+    .unspecified,
+    .twelveWeek,
+    .annual,
+  ]
+
+}
+
 /// A calendar day in the user's time zone, shaped like google.type.Date (all three fields are required).
 public nonisolated struct Habitflow_Goals_V1_LocalDate: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -808,6 +851,150 @@ public nonisolated struct Habitflow_Goals_V1_Task: Sendable {
   fileprivate var _deleteTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
 }
 
+/// The rating a review gives one of the owner's categories.
+public nonisolated struct Habitflow_Goals_V1_CategoryRating: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// One of the owner's categories (habits' categories), UUID, lowercase.
+  public var categoryID: String = String()
+
+  /// 1..10.
+  public var rating: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A review (DESIGN.md section 3a): a dated 12-week or annual look back that rates the owner's categories 1..10.
+/// Editable and deletable; its ratings feed the latest category ratings (GetCategoryRatings) until a later review
+/// rates the same category or it is deleted.
+public nonisolated struct Habitflow_Goals_V1_Review: @unchecked Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// UUID, lowercase (client-assigned when the create request carried one).
+  public var id: String {
+    get {_storage._id}
+    set {_uniqueStorage()._id = newValue}
+  }
+
+  public var type: Habitflow_Goals_V1_ReviewType {
+    get {_storage._type}
+    set {_uniqueStorage()._type = newValue}
+  }
+
+  /// The user-local day of the review (not in the future).
+  public var date: Habitflow_Goals_V1_LocalDate {
+    get {_storage._date ?? Habitflow_Goals_V1_LocalDate()}
+    set {_uniqueStorage()._date = newValue}
+  }
+  /// Returns true if `date` has been explicitly set.
+  public var hasDate: Bool {_storage._date != nil}
+  /// Clears the value of `date`. Subsequent reads from it will return its default value.
+  public mutating func clearDate() {_uniqueStorage()._date = nil}
+
+  /// 1..10 categories, each at most once, each a live category of the owner's when rated. A category deleted later
+  /// keeps its rating here (and in the history of GetCategoryRatings) but drops out of the latest figures.
+  public var ratings: [Habitflow_Goals_V1_CategoryRating] {
+    get {_storage._ratings}
+    set {_uniqueStorage()._ratings = newValue}
+  }
+
+  /// Derived: date + 12 weeks (TWELVE_WEEK) or + 1 year (ANNUAL; 29 February gives 28 February).
+  public var nextReviewDate: Habitflow_Goals_V1_LocalDate {
+    get {_storage._nextReviewDate ?? Habitflow_Goals_V1_LocalDate()}
+    set {_uniqueStorage()._nextReviewDate = newValue}
+  }
+  /// Returns true if `nextReviewDate` has been explicitly set.
+  public var hasNextReviewDate: Bool {_storage._nextReviewDate != nil}
+  /// Clears the value of `nextReviewDate`. Subsequent reads from it will return its default value.
+  public mutating func clearNextReviewDate() {_uniqueStorage()._nextReviewDate = nil}
+
+  /// Optional, at most 500 characters.
+  public var note: String {
+    get {_storage._note}
+    set {_uniqueStorage()._note = newValue}
+  }
+
+  public var createTime: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_storage._createTime ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_uniqueStorage()._createTime = newValue}
+  }
+  /// Returns true if `createTime` has been explicitly set.
+  public var hasCreateTime: Bool {_storage._createTime != nil}
+  /// Clears the value of `createTime`. Subsequent reads from it will return its default value.
+  public mutating func clearCreateTime() {_uniqueStorage()._createTime = nil}
+
+  public var updateTime: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_storage._updateTime ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_uniqueStorage()._updateTime = newValue}
+  }
+  /// Returns true if `updateTime` has been explicitly set.
+  public var hasUpdateTime: Bool {_storage._updateTime != nil}
+  /// Clears the value of `updateTime`. Subsequent reads from it will return its default value.
+  public mutating func clearUpdateTime() {_uniqueStorage()._updateTime = nil}
+
+  /// Tombstones only (ListChanges, export).
+  public var deleteTime: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_storage._deleteTime ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_uniqueStorage()._deleteTime = newValue}
+  }
+  /// Returns true if `deleteTime` has been explicitly set.
+  public var hasDeleteTime: Bool {_storage._deleteTime != nil}
+  /// Clears the value of `deleteTime`. Subsequent reads from it will return its default value.
+  public mutating func clearDeleteTime() {_uniqueStorage()._deleteTime = nil}
+
+  public var deleted: Bool {
+    get {_storage._deleted}
+    set {_uniqueStorage()._deleted = newValue}
+  }
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// A category's latest rating: from the latest live review (by date, then creation) that rated it. Not the category's
+/// weekly score from habits (a different figure).
+public nonisolated struct Habitflow_Goals_V1_LatestCategoryRating: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var categoryID: String = String()
+
+  /// The category's name now (habits' live categories).
+  public var categoryName: String = String()
+
+  /// 1..10.
+  public var rating: Int32 = 0
+
+  /// The review it comes from.
+  public var reviewID: String = String()
+
+  /// That review's date.
+  public var date: Habitflow_Goals_V1_LocalDate {
+    get {_date ?? Habitflow_Goals_V1_LocalDate()}
+    set {_date = newValue}
+  }
+  /// Returns true if `date` has been explicitly set.
+  public var hasDate: Bool {self._date != nil}
+  /// Clears the value of `date`. Subsequent reads from it will return its default value.
+  public mutating func clearDate() {self._date = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _date: Habitflow_Goals_V1_LocalDate? = nil
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "habitflow.goals.v1"
@@ -826,6 +1013,10 @@ nonisolated extension Habitflow_Goals_V1_GoalState: SwiftProtobuf._ProtoNameProv
 
 nonisolated extension Habitflow_Goals_V1_GoalStatus: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0GOAL_STATUS_UNSPECIFIED\0\u{1}GOAL_STATUS_NOT_STARTED\0\u{1}GOAL_STATUS_IN_PROGRESS\0\u{1}GOAL_STATUS_PAUSED\0\u{1}GOAL_STATUS_COMPLETED\0\u{1}GOAL_STATUS_EXPIRED\0\u{1}GOAL_STATUS_ARCHIVED\0")
+}
+
+nonisolated extension Habitflow_Goals_V1_ReviewType: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0REVIEW_TYPE_UNSPECIFIED\0\u{1}REVIEW_TYPE_TWELVE_WEEK\0\u{1}REVIEW_TYPE_ANNUAL\0")
 }
 
 nonisolated extension Habitflow_Goals_V1_LocalDate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1564,6 +1755,228 @@ nonisolated extension Habitflow_Goals_V1_Task: SwiftProtobuf.Message, SwiftProto
     if lhs._updateTime != rhs._updateTime {return false}
     if lhs._deleteTime != rhs._deleteTime {return false}
     if lhs.deleted != rhs.deleted {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_CategoryRating: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CategoryRating"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}category_id\0\u{1}rating\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.categoryID) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.rating) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.categoryID.isEmpty {
+      try visitor.visitSingularStringField(value: self.categoryID, fieldNumber: 1)
+    }
+    if self.rating != 0 {
+      try visitor.visitSingularInt32Field(value: self.rating, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_CategoryRating, rhs: Habitflow_Goals_V1_CategoryRating) -> Bool {
+    if lhs.categoryID != rhs.categoryID {return false}
+    if lhs.rating != rhs.rating {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_Review: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Review"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}type\0\u{1}date\0\u{1}ratings\0\u{3}next_review_date\0\u{1}note\0\u{3}create_time\0\u{3}update_time\0\u{3}delete_time\0\u{1}deleted\0")
+
+  fileprivate class _StorageClass {
+    var _id: String = String()
+    var _type: Habitflow_Goals_V1_ReviewType = .unspecified
+    var _date: Habitflow_Goals_V1_LocalDate? = nil
+    var _ratings: [Habitflow_Goals_V1_CategoryRating] = []
+    var _nextReviewDate: Habitflow_Goals_V1_LocalDate? = nil
+    var _note: String = String()
+    var _createTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+    var _updateTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+    var _deleteTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+    var _deleted: Bool = false
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _id = source._id
+      _type = source._type
+      _date = source._date
+      _ratings = source._ratings
+      _nextReviewDate = source._nextReviewDate
+      _note = source._note
+      _createTime = source._createTime
+      _updateTime = source._updateTime
+      _deleteTime = source._deleteTime
+      _deleted = source._deleted
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularStringField(value: &_storage._id) }()
+        case 2: try { try decoder.decodeSingularEnumField(value: &_storage._type) }()
+        case 3: try { try decoder.decodeSingularMessageField(value: &_storage._date) }()
+        case 4: try { try decoder.decodeRepeatedMessageField(value: &_storage._ratings) }()
+        case 5: try { try decoder.decodeSingularMessageField(value: &_storage._nextReviewDate) }()
+        case 6: try { try decoder.decodeSingularStringField(value: &_storage._note) }()
+        case 7: try { try decoder.decodeSingularMessageField(value: &_storage._createTime) }()
+        case 8: try { try decoder.decodeSingularMessageField(value: &_storage._updateTime) }()
+        case 9: try { try decoder.decodeSingularMessageField(value: &_storage._deleteTime) }()
+        case 10: try { try decoder.decodeSingularBoolField(value: &_storage._deleted) }()
+        default: break
+        }
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if !_storage._id.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._id, fieldNumber: 1)
+      }
+      if _storage._type != .unspecified {
+        try visitor.visitSingularEnumField(value: _storage._type, fieldNumber: 2)
+      }
+      try { if let v = _storage._date {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
+      } }()
+      if !_storage._ratings.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._ratings, fieldNumber: 4)
+      }
+      try { if let v = _storage._nextReviewDate {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      } }()
+      if !_storage._note.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._note, fieldNumber: 6)
+      }
+      try { if let v = _storage._createTime {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 7)
+      } }()
+      try { if let v = _storage._updateTime {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 8)
+      } }()
+      try { if let v = _storage._deleteTime {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 9)
+      } }()
+      if _storage._deleted != false {
+        try visitor.visitSingularBoolField(value: _storage._deleted, fieldNumber: 10)
+      }
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_Review, rhs: Habitflow_Goals_V1_Review) -> Bool {
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._id != rhs_storage._id {return false}
+        if _storage._type != rhs_storage._type {return false}
+        if _storage._date != rhs_storage._date {return false}
+        if _storage._ratings != rhs_storage._ratings {return false}
+        if _storage._nextReviewDate != rhs_storage._nextReviewDate {return false}
+        if _storage._note != rhs_storage._note {return false}
+        if _storage._createTime != rhs_storage._createTime {return false}
+        if _storage._updateTime != rhs_storage._updateTime {return false}
+        if _storage._deleteTime != rhs_storage._deleteTime {return false}
+        if _storage._deleted != rhs_storage._deleted {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_LatestCategoryRating: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LatestCategoryRating"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}category_id\0\u{3}category_name\0\u{1}rating\0\u{3}review_id\0\u{1}date\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.categoryID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.categoryName) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.rating) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.reviewID) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._date) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.categoryID.isEmpty {
+      try visitor.visitSingularStringField(value: self.categoryID, fieldNumber: 1)
+    }
+    if !self.categoryName.isEmpty {
+      try visitor.visitSingularStringField(value: self.categoryName, fieldNumber: 2)
+    }
+    if self.rating != 0 {
+      try visitor.visitSingularInt32Field(value: self.rating, fieldNumber: 3)
+    }
+    if !self.reviewID.isEmpty {
+      try visitor.visitSingularStringField(value: self.reviewID, fieldNumber: 4)
+    }
+    try { if let v = self._date {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_LatestCategoryRating, rhs: Habitflow_Goals_V1_LatestCategoryRating) -> Bool {
+    if lhs.categoryID != rhs.categoryID {return false}
+    if lhs.categoryName != rhs.categoryName {return false}
+    if lhs.rating != rhs.rating {return false}
+    if lhs.reviewID != rhs.reviewID {return false}
+    if lhs._date != rhs._date {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
