@@ -161,9 +161,27 @@ import Testing
         #expect(read.progress.display == "1/3")
         #expect(read.status == .inProgress)
 
+        // A review rates a category: its latest rating joins the dashboard next to the category scores.
+        let categories = try await clients.habits.listCategories(.init(), options: options).categories
+        let health = try #require(categories.first { $0.name == "Health" })
+        let review = try await clients.goals.createReview(
+            .with {
+                $0.type = .twelveWeek
+                $0.ratings = [.with {
+                    $0.categoryID = health.id
+                    $0.rating = 7
+                }]
+            }, options: options)
+
         let dashboard = try await clients.gateway.getDashboard(.init(), options: options)
         #expect(dashboard.missingParts.map(\.part) == [.leaderboard])
         #expect(dashboard.habits.map(\.progress) == ["1/3"])
+        #expect(dashboard.categoryRatings.map(\.categoryID) == [health.id])
+        let categoryRating = try #require(dashboard.categoryRatings.first)
+        #expect(categoryRating.categoryName == "Health" && categoryRating.rating == 7)
+        #expect(
+            [categoryRating.date.year, categoryRating.date.month, categoryRating.date.day]
+                == [review.date.year, review.date.month, review.date.day])
         #expect(Set(dashboard.goals.map(\.goalID)) == [goal.id, other.id])
         let card = try #require(dashboard.goals.first { $0.goalID == goal.id })
         #expect(card.title == "Run three times a week")
@@ -225,6 +243,7 @@ import Testing
 
         let dashboard = try await clients.gateway.getDashboard(.init(), options: options)
         #expect(dashboard.goals.isEmpty)
+        #expect(dashboard.categoryRatings.isEmpty)
         #expect(dashboard.habits.map(\.name) == ["Stretch"])
         #expect(dashboard.missingParts.map(\.part) == [.goals, .leaderboard])
         let goalsPart = try #require(dashboard.missingParts.first { $0.part == .goals })

@@ -12,7 +12,7 @@ internal import HabitFlowServiceKit
 /// | part | call |
 /// |---|---|
 /// | habits (week, weekly score, habits, category scores) | `habitflow.habits.v1.HabitsService/GetWeek` |
-/// | goals (active and paused goals with progress) | `habitflow.goals.v1.GoalsService/ListGoals` |
+/// | goals (active and paused goals with progress; the latest category ratings from reviews) | `habitflow.goals.v1.GoalsService/ListGoals` and `GetCategoryRatings`, concurrently |
 /// | leaderboard | none yet: `UNIMPLEMENTED` until the social service exists |
 ///
 /// Every part is fetched concurrently under its own deadline (the part timeout, or what is left of the call's,
@@ -37,7 +37,7 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
 
     private enum PartResult: Sendable {
         case habits(Habitflow_Habits_V1_WeekView)
-        case goals([Habitflow_Goals_V1_Goal])
+        case goals([Habitflow_Goals_V1_Goal], ratings: [Habitflow_Goals_V1_LatestCategoryRating])
         case missing(Habitflow_Gateway_V1_MissingPart)
     }
 
@@ -65,7 +65,10 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
                         $0.statuses = Self.dashboardGoalStatuses
                         $0.pageSize = Self.goalsPageSize
                     }
-                    return .goals(try await goals.listGoals(request, options: options).goals)
+                    async let list = goals.listGoals(request, options: options)
+                    async let ratings = goals.getCategoryRatings(
+                        Habitflow_Goals_V1_GetCategoryRatingsRequest(), options: options)
+                    return .goals(try await list.goals, ratings: try await ratings.latest)
                 } catch {
                     return .missing(Self.missing(.goals, service: "goals", error: error))
                 }
@@ -77,7 +80,9 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
         for result in results {
             switch result {
             case .habits(let week): Self.fill(&dashboard, from: week)
-            case .goals(let goals): dashboard.goals = goals.map(Self.goalProgress)
+            case .goals(let goals, let ratings):
+                dashboard.goals = goals.map(Self.goalProgress)
+                dashboard.categoryRatings = ratings.map(Self.categoryRating)
             case .missing(let part): dashboard.missingParts.append(part)
             }
         }
@@ -155,6 +160,22 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
             $0.overallPercent = goal.progress.overallPercent
             $0.thisWeekMet = goal.progress.thisWeekMet
             $0.shared = goal.shared
+        }
+    }
+
+    /// A category's latest review rating (not its weekly score from habits: that is `category_scores`).
+    private static func categoryRating(
+        _ rating: Habitflow_Goals_V1_LatestCategoryRating
+    ) -> Habitflow_Gateway_V1_CategoryRating {
+        .with {
+            $0.categoryID = rating.categoryID
+            $0.categoryName = rating.categoryName
+            $0.rating = rating.rating
+            $0.date = .with {
+                $0.year = rating.date.year
+                $0.month = rating.date.month
+                $0.day = rating.date.day
+            }
         }
     }
 

@@ -7,6 +7,8 @@ public enum GoalsError: Error, Hashable {
     case assessmentNotFound(UUID)
     /// Also the answer for another user's task, and for a deleted one.
     case taskNotFound(UUID)
+    /// Also the answer for another user's review, and for a deleted one.
+    case reviewNotFound(UUID)
     /// A habit that is not the caller's (the habits service said NOT_FOUND).
     case habitNotFound(UUID)
     case habitDeleted(UUID)

@@ -11,6 +11,8 @@ extension GoalsError: RPCErrorConvertible {
             .notFound(resourceType: "assessment", name: assessmentID.lowercasedString)
         case .taskNotFound(let taskID):
             .notFound(resourceType: "task", name: taskID.lowercasedString)
+        case .reviewNotFound(let reviewID):
+            .notFound(resourceType: "review", name: reviewID.lowercasedString)
         case .habitNotFound(let habitID):
             .notFound(resourceType: "habit", name: habitID.lowercasedString)
         case .categoryNotFound(let categoryID):

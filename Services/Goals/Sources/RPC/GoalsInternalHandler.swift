@@ -44,6 +44,7 @@ struct GoalsInternalHandler: Habitflow_Goals_V1_GoalsInternal.Handler {
             }
             $0.assessments = everything.assessments.map(\.proto)
             $0.tasks = everything.tasks.map(\.proto)
+            $0.reviews = everything.reviews.map(\.proto)
         }
     }
 

@@ -18,6 +18,7 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
     static let assessmentPageSizes = PageSizeRule.standard
     static let changePageSizes = PageSizeRule(defaultSize: 500, maximum: 1000)
     static let taskPageSizes = PageSizeRule.standard
+    static let reviewPageSizes = PageSizeRule.standard
     static let maximumHistoryWeeks = 530
     static let maximumInitialLinks = 20
 
@@ -521,6 +522,11 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
                     .with {
                         $0.task = task.proto
                         $0.deleted = task.isDeleted
+                    }
+                case .review(let review):
+                    .with {
+                        $0.review = review.proto
+                        $0.deleted = review.isDeleted
                     }
                 }
             }

@@ -250,3 +250,71 @@ extension GoalsSnapshot {
         return goal.proto(links: links(of: goal.id), habits: habits, progress: derived.progress, status: derived.status)
     }
 }
+
+extension ReviewType {
+    var proto: Habitflow_Goals_V1_ReviewType {
+        switch self {
+        case .twelveWeek: .twelveWeek
+        case .annual: .annual
+        }
+    }
+
+    init?(_ proto: Habitflow_Goals_V1_ReviewType) {
+        guard let type = Self.allCases.first(where: { $0.proto == proto }) else { return nil }
+        self = type
+    }
+}
+
+extension ReviewRecord {
+    var proto: Habitflow_Goals_V1_Review {
+        .with {
+            $0.id = id.lowercasedString
+            $0.type = type.proto
+            $0.date = date.proto
+            $0.ratings = ratings.map { rating in
+                .with {
+                    $0.categoryID = rating.categoryID.lowercasedString
+                    $0.rating = Int32(rating.rating)
+                }
+            }
+            $0.nextReviewDate = nextReviewDate.proto
+            $0.note = note
+            $0.createTime = createdAt.timestamp
+            $0.updateTime = updatedAt.timestamp
+            if let deletedAt {
+                $0.deleteTime = deletedAt.timestamp
+                $0.deleted = true
+            }
+        }
+    }
+}
+
+extension CategoryRatings {
+    var proto: Habitflow_Goals_V1_GetCategoryRatingsResponse {
+        .with {
+            $0.latest = latest.map { latest in
+                .with {
+                    $0.categoryID = latest.category.id.lowercasedString
+                    $0.categoryName = latest.category.name
+                    $0.rating = Int32(latest.point.rating)
+                    $0.reviewID = latest.point.reviewID.lowercasedString
+                    $0.date = latest.point.date.proto
+                }
+            }
+            $0.history = history.map { history in
+                .with {
+                    $0.categoryID = history.categoryID.lowercasedString
+                    $0.categoryName = history.category?.name ?? ""
+                    $0.categoryDeleted = history.category == nil
+                    $0.points = history.points.map { point in
+                        .with {
+                            $0.date = point.date.proto
+                            $0.rating = Int32(point.rating)
+                            $0.reviewID = point.reviewID.lowercasedString
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -2,6 +2,7 @@ internal import Foundation
 internal import HabitFlowCalendar
 internal import HabitFlowGoalsProtos
 internal import HabitFlowServiceAPI
+internal import HabitFlowCrypto
 
 /// The goals service's own field rules, on top of the shared checks.
 extension RequestValidator {
@@ -116,6 +117,39 @@ extension RequestValidator {
     /// Up to `maximum` habit ids, no repeats; none is fine.
     mutating func habitIDs(_ texts: [String], field: String, maximum: Int) -> [UUID] {
         texts.isEmpty ? [] : ids(texts, field: field, maximum: maximum)
+    }
+
+    // MARK: Reviews
+
+    mutating func reviewType(_ proto: Habitflow_Goals_V1_ReviewType, field: String) -> ReviewType {
+        guard let type = ReviewType(proto) else {
+            reject(field, "is required: one of TWELVE_WEEK, ANNUAL")
+            return .twelveWeek
+        }
+        return type
+    }
+
+    /// 1..``GoalRules/maximumReviewCategories`` ratings of different categories, each in ``GoalRules/reviewRatings``.
+    mutating func ratings(_ raw: [Habitflow_Goals_V1_CategoryRating], field: String) -> [CategoryRatingValue] {
+        if raw.isEmpty {
+            reject(field, "is required: rate 1 to \(GoalRules.maximumReviewCategories) categories")
+        } else if raw.count > GoalRules.maximumReviewCategories {
+            reject(field, "rates at most \(GoalRules.maximumReviewCategories) categories, got \(raw.count)")
+        }
+        var seen: Set<UUID> = []
+        return raw.enumerated().map { index, rating in
+            let categoryID = id(rating.categoryID, field: "\(field)[\(index)].category_id")
+            if categoryID != UUID.min, !seen.insert(categoryID).inserted {
+                reject("\(field)[\(index)].category_id", "repeats an earlier category")
+            }
+            let range = GoalRules.reviewRatings
+            if !range.contains(Int(rating.rating)) {
+                reject(
+                    "\(field)[\(index)].rating",
+                    "must be from \(range.lowerBound) to \(range.upperBound), got \(rating.rating)")
+            }
+            return CategoryRatingValue(categoryID: categoryID, rating: Int(rating.rating))
+        }
     }
 
     // MARK: Calendar messages

@@ -5,7 +5,7 @@ internal import HabitFlowCrypto
 
 /// What the feed pages through, in the order one write's rows are listed.
 public enum FeedKind: Int, ChangeKind {
-    case start = 0, goal = 1, assessment = 2, task = 3
+    case start = 0, goal = 1, assessment = 2, task = 3, review = 4
 }
 
 public typealias ChangeCursor = HabitFlowServiceAPI.ChangeCursor<FeedKind>
@@ -15,6 +15,7 @@ public enum ChangedResource: Sendable, Hashable {
     case goal(GoalRecord, links: [GoalLinkRecord])
     case assessment(AssessmentRecord)
     case task(TaskRecord)
+    case review(ReviewRecord)
 
     public var cursor: ChangeCursor {
         switch self {
@@ -22,6 +23,7 @@ public enum ChangedResource: Sendable, Hashable {
         case .assessment(let assessment):
             ChangeCursor(sequence: assessment.changeSequence, kind: .assessment, id: assessment.id)
         case .task(let task): ChangeCursor(sequence: task.changeSequence, kind: .task, id: task.id)
+        case .review(let review): ChangeCursor(sequence: review.changeSequence, kind: .review, id: review.id)
         }
     }
 }
@@ -35,6 +37,7 @@ extension GoalsStore {
         let goal = cursor.bound(for: .goal)
         let assessment = cursor.bound(for: .assessment)
         let task = cursor.bound(for: .task)
+        let review = cursor.bound(for: .review)
         let goals = try await pool.query(
             """
             SELECT * FROM goal_details WHERE user_id = \(userID) AND change_seq >= \(goal.sequence) \
@@ -60,15 +63,23 @@ extension GoalsStore {
             AND (change_seq, id) > (\(task.sequence), \(task.id)) ORDER BY change_seq, id LIMIT \(fetch)
             """
         ).map { ChangedResource.task(try TaskRecord(row: $0)) }
-        let merged = (goals.map { ChangedResource.goal($0, links: linksByGoal[$0.id] ?? []) } + assessments + tasks)
+        let reviewRows = try await pool.query(
+            """
+            SELECT * FROM reviews WHERE user_id = \(userID) AND change_seq >= \(review.sequence) \
+            AND (change_seq, id) > (\(review.sequence), \(review.id)) ORDER BY change_seq, id LIMIT \(fetch)
+            """)
+        let reviews = try await withRatings(pool, user: userID, reviewRows).map(ChangedResource.review)
+        let merged = (goals.map { ChangedResource.goal($0, links: linksByGoal[$0.id] ?? []) } + assessments + tasks
+            + reviews)
             .sorted { $0.cursor < $1.cursor }
         return (Array(merged.prefix(limit)), merged.count > limit)
     }
 
-    /// Everything of a user's, deleted goals, assessments and tasks included, for the data export.
+    /// Everything of a user's, deleted goals, assessments, tasks and reviews included, for the data export.
     public func export(user userID: UUID) async throws
         -> (
-            goals: [GoalRecord], links: [UUID: [GoalLinkRecord]], assessments: [AssessmentRecord], tasks: [TaskRecord]
+            goals: [GoalRecord], links: [UUID: [GoalLinkRecord]], assessments: [AssessmentRecord], tasks: [TaskRecord],
+            reviews: [ReviewRecord]
         )
     {
         let goals = try await pool.query(
@@ -83,6 +94,9 @@ extension GoalsStore {
         let tasks = try await pool.query(
             "SELECT * FROM tasks WHERE user_id = \(userID) ORDER BY week_start, created_seq"
         ).map(TaskRecord.init(row:))
-        return (goals, Dictionary(grouping: links, by: \.goalID), assessments, tasks)
+        let reviews = try await withRatings(
+            pool, user: userID,
+            try await pool.query("SELECT * FROM reviews WHERE user_id = \(userID) ORDER BY review_date, created_seq"))
+        return (goals, Dictionary(grouping: links, by: \.goalID), assessments, tasks, reviews)
     }
 }
