@@ -252,5 +252,8 @@ extension TestUser {
         let exported = try await user.fixture.goalsInternal.exportUser(.with { $0.userID = user.userID })
         #expect(exported.reviews.map(\.id) == created.map(\.id))
         #expect(exported.reviews.map(\.deleted) == [false, true, false])
+        // Removing the account removes its reviews and their ratings (the cascade through review_ratings).
+        #expect(try await user.fixture.goalsInternal.purgeUser(.with { $0.userID = user.userID }).existed)
+        await expectError(.failedPrecondition) { _ = try await user.reviews() }
     }
 }
