@@ -38,7 +38,10 @@ public enum Habitflow_Goals_V1_GoalsService {
         public static let deleteTask = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "DeleteTask")
         public static let listTasks = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListTasks")
         public static let listChanges = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListChanges")
-        public static let all: [MethodDescriptor] = [createGoal, getGoal, listGoals, updateGoal, pauseGoal, resumeGoal, completeGoal, archiveGoal, restoreGoal, deleteGoal, linkHabit, unlinkHabit, addAssessment, listAssessments, deleteAssessment, createReview, updateReview, deleteReview, listReviews, getCategoryRatings, getGoalHistory, createTask, updateTask, completeTask, uncompleteTask, deleteTask, listTasks, listChanges]
+        public static let getPlanningView = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "GetPlanningView")
+        public static let listSuggestions = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListSuggestions")
+        public static let listReflectionPrompts = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListReflectionPrompts")
+        public static let all: [MethodDescriptor] = [createGoal, getGoal, listGoals, updateGoal, pauseGoal, resumeGoal, completeGoal, archiveGoal, restoreGoal, deleteGoal, linkHabit, unlinkHabit, addAssessment, listAssessments, deleteAssessment, createReview, updateReview, deleteReview, listReviews, getCategoryRatings, getGoalHistory, createTask, updateTask, completeTask, uncompleteTask, deleteTask, listTasks, listChanges, getPlanningView, listSuggestions, listReflectionPrompts]
     }
 
     /// Implement this to serve habitflow.goals.v1.GoalsService.
@@ -152,6 +155,22 @@ public enum Habitflow_Goals_V1_GoalsService {
         /// tombstones), for offline clients. Goals come without progress (GetGoal and ListGoals derive it). Start with an empty cursor, then
         /// pass next_cursor; while has_more is true, call again at once.
         func listChanges(request: Habitflow_Goals_V1_ListChangesRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ListChangesResponse
+
+        /// The plan of one ISO week (seed 004 PLN-001..PLN-007): every live goal of the caller's that is not archived and
+        /// whose weeks include that week (started by the week's Sunday, not ended before its Monday), each with its progress
+        /// as ListGoals gives it, its ancestors (the breadcrumb, root first) and its children, ordered by horizon, longest
+        /// first (ongoing, 10 years, 5 years, 12, 8, 4 weeks, 1 week), then as ListGoals orders them. A client zooms between
+        /// the 10-year, 5-year, 12-week, 4-week and weekly plans with one call per view.
+        func getPlanningView(request: Habitflow_Goals_V1_GetPlanningViewRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_PlanningView
+
+        /// "Based on your goals" for a week (seed 000 US7, FR-028, FR-029): for each active weekly_habit goal, its linked
+        /// habits still short of the goal's weekly target that week, and each active recurring_task goal not yet done that
+        /// week; most behind first (the largest shortfall, then the goals' list order, then the habit's name).
+        func listSuggestions(request: Habitflow_Goals_V1_ListSuggestionsRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ListSuggestionsResponse
+
+        /// The reflection prompts of the Planning and Review sections (seed 004 REF-001..REF-005): a static, versioned list
+        /// in our own wording. Nothing of the answers is stored.
+        func listReflectionPrompts(request: Habitflow_Goals_V1_ListReflectionPromptsRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ListReflectionPromptsResponse
     }
 
     /// Calls habitflow.goals.v1.GoalsService through a transport (an `RPCChannel`).
@@ -443,6 +462,40 @@ public enum Habitflow_Goals_V1_GoalsService {
         public func listChangesWithMetadata(_ request: Habitflow_Goals_V1_ListChangesRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_ListChangesResponse> {
             try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.listChanges, request, options: options, idempotentByDefault: true)
         }
+
+        /// The plan of one ISO week (seed 004 PLN-001..PLN-007): every live goal of the caller's that is not archived and
+        /// whose weeks include that week (started by the week's Sunday, not ended before its Monday), each with its progress
+        /// as ListGoals gives it, its ancestors (the breadcrumb, root first) and its children, ordered by horizon, longest
+        /// first (ongoing, 10 years, 5 years, 12, 8, 4 weeks, 1 week), then as ListGoals orders them. A client zooms between
+        /// the 10-year, 5-year, 12-week, 4-week and weekly plans with one call per view.
+        public func getPlanningView(_ request: Habitflow_Goals_V1_GetPlanningViewRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_PlanningView {
+            try await getPlanningViewWithMetadata(request, options: options).message
+        }
+
+        public func getPlanningViewWithMetadata(_ request: Habitflow_Goals_V1_GetPlanningViewRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_PlanningView> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.getPlanningView, request, options: options, idempotentByDefault: true)
+        }
+
+        /// "Based on your goals" for a week (seed 000 US7, FR-028, FR-029): for each active weekly_habit goal, its linked
+        /// habits still short of the goal's weekly target that week, and each active recurring_task goal not yet done that
+        /// week; most behind first (the largest shortfall, then the goals' list order, then the habit's name).
+        public func listSuggestions(_ request: Habitflow_Goals_V1_ListSuggestionsRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_ListSuggestionsResponse {
+            try await listSuggestionsWithMetadata(request, options: options).message
+        }
+
+        public func listSuggestionsWithMetadata(_ request: Habitflow_Goals_V1_ListSuggestionsRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_ListSuggestionsResponse> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.listSuggestions, request, options: options, idempotentByDefault: true)
+        }
+
+        /// The reflection prompts of the Planning and Review sections (seed 004 REF-001..REF-005): a static, versioned list
+        /// in our own wording. Nothing of the answers is stored.
+        public func listReflectionPrompts(_ request: Habitflow_Goals_V1_ListReflectionPromptsRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_ListReflectionPromptsResponse {
+            try await listReflectionPromptsWithMetadata(request, options: options).message
+        }
+
+        public func listReflectionPromptsWithMetadata(_ request: Habitflow_Goals_V1_ListReflectionPromptsRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_ListReflectionPromptsResponse> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.listReflectionPrompts, request, options: options, idempotentByDefault: true)
+        }
     }
 }
 
@@ -479,6 +532,9 @@ extension Habitflow_Goals_V1_GoalsService.Handler {
             .unary(Habitflow_Goals_V1_GoalsService.Method.deleteTask) { try await self.deleteTask(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.listTasks) { try await self.listTasks(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.listChanges) { try await self.listChanges(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.getPlanningView) { try await self.getPlanningView(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.listSuggestions) { try await self.listSuggestions(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.listReflectionPrompts) { try await self.listReflectionPrompts(request: $0, context: $1) },
         ]
     }
 }

@@ -20,6 +20,49 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
+/// The sections of the Reflect tab.
+public nonisolated enum Habitflow_Goals_V1_PromptSection: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+
+  /// Questions for planning the coming week or period.
+  case planning // = 1
+
+  /// Questions for reviewing and reflecting on what happened.
+  case review // = 2
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .planning
+    case 2: self = .review
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .planning: return 1
+    case .review: return 2
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Habitflow_Goals_V1_PromptSection] = [
+    .unspecified,
+    .planning,
+    .review,
+  ]
+
+}
+
 public nonisolated struct Habitflow_Goals_V1_CreateGoalRequest: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -920,9 +963,262 @@ public nonisolated struct Habitflow_Goals_V1_Change: @unchecked Sendable {
   fileprivate var _storage = _StorageClass.defaultInstance
 }
 
+public nonisolated struct Habitflow_Goals_V1_GetPlanningViewRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Unset: the caller's current week. At most 520 weeks after the current one.
+  public var week: Habitflow_Goals_V1_IsoWeek {
+    get {_week ?? Habitflow_Goals_V1_IsoWeek()}
+    set {_week = newValue}
+  }
+  /// Returns true if `week` has been explicitly set.
+  public var hasWeek: Bool {self._week != nil}
+  /// Clears the value of `week`. Subsequent reads from it will return its default value.
+  public mutating func clearWeek() {self._week = nil}
+
+  /// Only goals of this horizon; unset: every horizon. Ancestors and children are given whatever their horizon.
+  public var horizon: Habitflow_Goals_V1_Horizon = .unspecified
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _week: Habitflow_Goals_V1_IsoWeek? = nil
+}
+
+/// One week's plan across horizons.
+public nonisolated struct Habitflow_Goals_V1_PlanningView: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var week: Habitflow_Goals_V1_IsoWeek {
+    get {_week ?? Habitflow_Goals_V1_IsoWeek()}
+    set {_week = newValue}
+  }
+  /// Returns true if `week` has been explicitly set.
+  public var hasWeek: Bool {self._week != nil}
+  /// Clears the value of `week`. Subsequent reads from it will return its default value.
+  public mutating func clearWeek() {self._week = nil}
+
+  /// Longest horizon first, then in ListGoals' order.
+  public var goals: [Habitflow_Goals_V1_PlannedGoal] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _week: Habitflow_Goals_V1_IsoWeek? = nil
+}
+
+public nonisolated struct Habitflow_Goals_V1_PlannedGoal: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// With its progress and status now, as ListGoals gives it.
+  public var goal: Habitflow_Goals_V1_Goal {
+    get {_goal ?? Habitflow_Goals_V1_Goal()}
+    set {_goal = newValue}
+  }
+  /// Returns true if `goal` has been explicitly set.
+  public var hasGoal: Bool {self._goal != nil}
+  /// Clears the value of `goal`. Subsequent reads from it will return its default value.
+  public mutating func clearGoal() {self._goal = nil}
+
+  /// The breadcrumb: the goal's parent chain among the caller's live goals, root first, the parent last; empty for a
+  /// goal without a parent.
+  public var ancestorIds: [String] = []
+
+  /// The caller's live goals that are not archived and name this goal as their parent, in ListGoals' order, whether
+  /// or not their weeks include the view's week.
+  public var childIds: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _goal: Habitflow_Goals_V1_Goal? = nil
+}
+
+public nonisolated struct Habitflow_Goals_V1_ListSuggestionsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Unset: the caller's current week. Not after the current week.
+  public var week: Habitflow_Goals_V1_IsoWeek {
+    get {_week ?? Habitflow_Goals_V1_IsoWeek()}
+    set {_week = newValue}
+  }
+  /// Returns true if `week` has been explicitly set.
+  public var hasWeek: Bool {self._week != nil}
+  /// Clears the value of `week`. Subsequent reads from it will return its default value.
+  public mutating func clearWeek() {self._week = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _week: Habitflow_Goals_V1_IsoWeek? = nil
+}
+
+public nonisolated struct Habitflow_Goals_V1_ListSuggestionsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var week: Habitflow_Goals_V1_IsoWeek {
+    get {_week ?? Habitflow_Goals_V1_IsoWeek()}
+    set {_week = newValue}
+  }
+  /// Returns true if `week` has been explicitly set.
+  public var hasWeek: Bool {self._week != nil}
+  /// Clears the value of `week`. Subsequent reads from it will return its default value.
+  public mutating func clearWeek() {self._week = nil}
+
+  /// Most behind first.
+  public var suggestions: [Habitflow_Goals_V1_Suggestion] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _week: Habitflow_Goals_V1_IsoWeek? = nil
+}
+
+/// One "Based on your goals" suggestion.
+public nonisolated struct Habitflow_Goals_V1_Suggestion: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var kind: Habitflow_Goals_V1_Suggestion.OneOf_Kind? = nil
+
+  public var habit: Habitflow_Goals_V1_HabitSuggestion {
+    get {
+      if case .habit(let v)? = kind {return v}
+      return Habitflow_Goals_V1_HabitSuggestion()
+    }
+    set {kind = .habit(newValue)}
+  }
+
+  public var recurring: Habitflow_Goals_V1_RecurringSuggestion {
+    get {
+      if case .recurring(let v)? = kind {return v}
+      return Habitflow_Goals_V1_RecurringSuggestion()
+    }
+    set {kind = .recurring(newValue)}
+  }
+
+  /// The goal it helps.
+  public var goalID: String = String()
+
+  public var goalTitle: String = String()
+
+  /// How far behind: check-ins still needed that week (habit), or 1 (recurring).
+  public var shortfall: Int32 = 0
+
+  /// Ready to show, for example "Run: 2 more this week for Run 5 times" or "Schedule Weekly review this week".
+  public var text: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_Kind: Equatable, Sendable {
+    case habit(Habitflow_Goals_V1_HabitSuggestion)
+    case recurring(Habitflow_Goals_V1_RecurringSuggestion)
+
+  }
+
+  public init() {}
+}
+
+/// A habit linked to an active weekly_habit goal with fewer check-ins that week than the goal's weekly target.
+public nonisolated struct Habitflow_Goals_V1_HabitSuggestion: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var habitID: String = String()
+
+  public var habitName: String = String()
+
+  /// The habit's check-ins that week.
+  public var checkIns: Int32 = 0
+
+  /// The goal's weekly target that week.
+  public var target: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// An active recurring_task goal not done that week: schedule it.
+public nonisolated struct Habitflow_Goals_V1_RecurringSuggestion: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Goals_V1_ListReflectionPromptsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Only this section; unset: both (Planning first).
+  public var section: Habitflow_Goals_V1_PromptSection = .unspecified
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Goals_V1_ListReflectionPromptsResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The list's version; it changes whenever a prompt is added, removed or reworded.
+  public var version: String = String()
+
+  public var prompts: [Habitflow_Goals_V1_ReflectionPrompt] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Goals_V1_ReflectionPrompt: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Stable across versions while the prompt's meaning stays, for example "planning-good-week".
+  public var id: String = String()
+
+  public var section: Habitflow_Goals_V1_PromptSection = .unspecified
+
+  public var text: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "habitflow.goals.v1"
+
+nonisolated extension Habitflow_Goals_V1_PromptSection: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PROMPT_SECTION_UNSPECIFIED\0\u{1}PROMPT_SECTION_PLANNING\0\u{1}PROMPT_SECTION_REVIEW\0")
+}
 
 nonisolated extension Habitflow_Goals_V1_CreateGoalRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".CreateGoalRequest"
@@ -2670,6 +2966,457 @@ nonisolated extension Habitflow_Goals_V1_Change: SwiftProtobuf.Message, SwiftPro
       }
       if !storagesAreEqual {return false}
     }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_GetPlanningViewRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetPlanningViewRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}week\0\u{1}horizon\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._week) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.horizon) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._week {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.horizon != .unspecified {
+      try visitor.visitSingularEnumField(value: self.horizon, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_GetPlanningViewRequest, rhs: Habitflow_Goals_V1_GetPlanningViewRequest) -> Bool {
+    if lhs._week != rhs._week {return false}
+    if lhs.horizon != rhs.horizon {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_PlanningView: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PlanningView"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}week\0\u{1}goals\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._week) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.goals) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._week {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.goals.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.goals, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_PlanningView, rhs: Habitflow_Goals_V1_PlanningView) -> Bool {
+    if lhs._week != rhs._week {return false}
+    if lhs.goals != rhs.goals {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_PlannedGoal: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PlannedGoal"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}goal\0\u{3}ancestor_ids\0\u{3}child_ids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._goal) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.ancestorIds) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.childIds) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._goal {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.ancestorIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.ancestorIds, fieldNumber: 2)
+    }
+    if !self.childIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.childIds, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_PlannedGoal, rhs: Habitflow_Goals_V1_PlannedGoal) -> Bool {
+    if lhs._goal != rhs._goal {return false}
+    if lhs.ancestorIds != rhs.ancestorIds {return false}
+    if lhs.childIds != rhs.childIds {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_ListSuggestionsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListSuggestionsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}week\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._week) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._week {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_ListSuggestionsRequest, rhs: Habitflow_Goals_V1_ListSuggestionsRequest) -> Bool {
+    if lhs._week != rhs._week {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_ListSuggestionsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListSuggestionsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}week\0\u{1}suggestions\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._week) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.suggestions) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._week {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.suggestions.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.suggestions, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_ListSuggestionsResponse, rhs: Habitflow_Goals_V1_ListSuggestionsResponse) -> Bool {
+    if lhs._week != rhs._week {return false}
+    if lhs.suggestions != rhs.suggestions {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_Suggestion: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Suggestion"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}habit\0\u{1}recurring\0\u{3}goal_id\0\u{3}goal_title\0\u{1}shortfall\0\u{1}text\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try {
+        var v: Habitflow_Goals_V1_HabitSuggestion?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .habit(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .habit(v)
+        }
+      }()
+      case 2: try {
+        var v: Habitflow_Goals_V1_RecurringSuggestion?
+        var hadOneofValue = false
+        if let current = self.kind {
+          hadOneofValue = true
+          if case .recurring(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.kind = .recurring(v)
+        }
+      }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.goalID) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.goalTitle) }()
+      case 5: try { try decoder.decodeSingularInt32Field(value: &self.shortfall) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.text) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    switch self.kind {
+    case .habit?: try {
+      guard case .habit(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    }()
+    case .recurring?: try {
+      guard case .recurring(let v)? = self.kind else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case nil: break
+    }
+    if !self.goalID.isEmpty {
+      try visitor.visitSingularStringField(value: self.goalID, fieldNumber: 3)
+    }
+    if !self.goalTitle.isEmpty {
+      try visitor.visitSingularStringField(value: self.goalTitle, fieldNumber: 4)
+    }
+    if self.shortfall != 0 {
+      try visitor.visitSingularInt32Field(value: self.shortfall, fieldNumber: 5)
+    }
+    if !self.text.isEmpty {
+      try visitor.visitSingularStringField(value: self.text, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_Suggestion, rhs: Habitflow_Goals_V1_Suggestion) -> Bool {
+    if lhs.kind != rhs.kind {return false}
+    if lhs.goalID != rhs.goalID {return false}
+    if lhs.goalTitle != rhs.goalTitle {return false}
+    if lhs.shortfall != rhs.shortfall {return false}
+    if lhs.text != rhs.text {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_HabitSuggestion: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".HabitSuggestion"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}habit_id\0\u{3}habit_name\0\u{3}check_ins\0\u{1}target\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.habitID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.habitName) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.checkIns) }()
+      case 4: try { try decoder.decodeSingularInt32Field(value: &self.target) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.habitID.isEmpty {
+      try visitor.visitSingularStringField(value: self.habitID, fieldNumber: 1)
+    }
+    if !self.habitName.isEmpty {
+      try visitor.visitSingularStringField(value: self.habitName, fieldNumber: 2)
+    }
+    if self.checkIns != 0 {
+      try visitor.visitSingularInt32Field(value: self.checkIns, fieldNumber: 3)
+    }
+    if self.target != 0 {
+      try visitor.visitSingularInt32Field(value: self.target, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_HabitSuggestion, rhs: Habitflow_Goals_V1_HabitSuggestion) -> Bool {
+    if lhs.habitID != rhs.habitID {return false}
+    if lhs.habitName != rhs.habitName {return false}
+    if lhs.checkIns != rhs.checkIns {return false}
+    if lhs.target != rhs.target {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_RecurringSuggestion: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RecurringSuggestion"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_RecurringSuggestion, rhs: Habitflow_Goals_V1_RecurringSuggestion) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_ListReflectionPromptsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListReflectionPromptsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}section\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.section) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.section != .unspecified {
+      try visitor.visitSingularEnumField(value: self.section, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_ListReflectionPromptsRequest, rhs: Habitflow_Goals_V1_ListReflectionPromptsRequest) -> Bool {
+    if lhs.section != rhs.section {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_ListReflectionPromptsResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListReflectionPromptsResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0\u{1}prompts\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.version) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.prompts) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.version.isEmpty {
+      try visitor.visitSingularStringField(value: self.version, fieldNumber: 1)
+    }
+    if !self.prompts.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.prompts, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_ListReflectionPromptsResponse, rhs: Habitflow_Goals_V1_ListReflectionPromptsResponse) -> Bool {
+    if lhs.version != rhs.version {return false}
+    if lhs.prompts != rhs.prompts {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_ReflectionPrompt: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReflectionPrompt"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{1}section\0\u{1}text\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.id) }()
+      case 2: try { try decoder.decodeSingularEnumField(value: &self.section) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.text) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.id.isEmpty {
+      try visitor.visitSingularStringField(value: self.id, fieldNumber: 1)
+    }
+    if self.section != .unspecified {
+      try visitor.visitSingularEnumField(value: self.section, fieldNumber: 2)
+    }
+    if !self.text.isEmpty {
+      try visitor.visitSingularStringField(value: self.text, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_ReflectionPrompt, rhs: Habitflow_Goals_V1_ReflectionPrompt) -> Bool {
+    if lhs.id != rhs.id {return false}
+    if lhs.section != rhs.section {return false}
+    if lhs.text != rhs.text {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
