@@ -287,6 +287,35 @@ class GatewayEndToEnd(unittest.TestCase):
         self.assertEqual(dashboard.goals[0].status, gateway_pb2.GOAL_STATUS_IN_PROGRESS)
         self.assertNotIn(gateway_pb2.DASHBOARD_PART_GOALS, [part.part for part in dashboard.missing_parts])
 
+    def test_planning_a_week_moves_a_goal(self):
+        _, registered = register(self)
+        token = bearer(registered.tokens.access_token)
+        goal = self.goals.CreateGoal(
+            goals_service_pb2.CreateGoalRequest(
+                title="Write weekly", type=goals_resources_pb2.GOAL_TYPE_WEEKLY_HABIT,
+                target=goals_resources_pb2.GoalTarget(value=2), horizon=goals_resources_pb2.HORIZON_FOUR_WEEKS),
+            metadata=token, timeout=RPC_TIMEOUT)
+        view = self.goals.GetPlanningView(goals_service_pb2.GetPlanningViewRequest(), metadata=token,
+                                          timeout=RPC_TIMEOUT)
+        self.assertEqual([planned.goal.id for planned in view.goals], [goal.id])
+        task = self.goals.CreateTask(
+            goals_service_pb2.CreateTaskRequest(title="Draft the post", week=view.week, goal_id=goal.id),
+            metadata=token, timeout=RPC_TIMEOUT)
+        self.goals.CompleteTask(goals_service_pb2.CompleteTaskRequest(task_id=task.id), metadata=token,
+                                timeout=RPC_TIMEOUT)
+        moved = self.goals.GetGoal(goals_service_pb2.GetGoalRequest(goal_id=goal.id), metadata=token,
+                                   timeout=RPC_TIMEOUT)
+        self.assertEqual(moved.progress.display, "1/2")
+        prompts = self.goals.ListReflectionPrompts(goals_service_pb2.ListReflectionPromptsRequest(), metadata=token,
+                                                   timeout=RPC_TIMEOUT)
+        self.assertTrue(prompts.version)
+        self.assertGreater(len(prompts.prompts), 0)
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.goals.CreateTask(goals_service_pb2.CreateTaskRequest(title="", week=view.week), metadata=token,
+                                  timeout=RPC_TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(field_violations(caught.exception), ["title"])
+
     def test_a_goal_without_a_title_is_refused(self):
         _, registered = register(self)
         with self.assertRaises(grpc.RpcError) as caught:
