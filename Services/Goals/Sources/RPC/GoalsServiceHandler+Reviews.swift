@@ -102,14 +102,8 @@ extension GoalsServiceHandler {
         var validator = RequestValidator()
         let pageSize = validator.pageSize(request.pageSize, rule: Self.reviewPageSizes)
         let listName = "reviews"
-        var after: (date: LocalDate, sequence: Int64)?
-        if let token = validator.pageToken(request.pageToken, list: listName, fieldCount: 2) {
-            if let days = Int(token[0]), let sequence = Int64(token[1]) {
-                after = (LocalDate(daysSinceEpoch: days), sequence)
-            } else {
-                validator.reject("page_token", "is not a token this list returned")
-            }
-        }
+        let after = validator.datedPosition(request.pageToken, list: listName)
+            .map { (date: $0.date, sequence: $0.sequence) }
         try validator.check()
         let user = try await caller()
         let reviews = try await store.reviews(user: user.id, after: after, limit: pageSize + 1)
@@ -117,8 +111,7 @@ extension GoalsServiceHandler {
             let page = reviews.prefix(pageSize)
             $0.reviews = page.map(\.proto)
             if reviews.count > pageSize, let last = page.last {
-                $0.nextPageToken = PageToken.encode(
-                    list: listName, [String(last.date.daysSinceEpoch), String(last.createdSequence)])
+                $0.nextPageToken = DatedPosition(date: last.date, sequence: last.createdSequence).token(list: listName)
             }
         }
     }

@@ -101,14 +101,8 @@ extension GoalsServiceHandler {
         let pageSize = validator.pageSize(request.pageSize, rule: Self.taskPageSizes)
         // The token names the filter, so it cannot continue another list.
         let listName = "tasks:\(week.map { String($0.monday.daysSinceEpoch) } ?? ""):\(goalID?.lowercasedString ?? "")"
-        var after: (weekStart: LocalDate, sequence: Int64)?
-        if let token = validator.pageToken(request.pageToken, list: listName, fieldCount: 2) {
-            if let days = Int(token[0]), let sequence = Int64(token[1]) {
-                after = (LocalDate(daysSinceEpoch: days), sequence)
-            } else {
-                validator.reject("page_token", "is not a token this list returned")
-            }
-        }
+        let after = validator.datedPosition(request.pageToken, list: listName)
+            .map { (weekStart: $0.date, sequence: $0.sequence) }
         try validator.check()
         let user = try await caller()
         let tasks = try await store.tasks(user: user.id, week: week, goal: goalID, after: after, limit: pageSize + 1)
@@ -116,8 +110,7 @@ extension GoalsServiceHandler {
             let page = tasks.prefix(pageSize)
             $0.tasks = page.map(\.proto)
             if tasks.count > pageSize, let last = page.last {
-                $0.nextPageToken = PageToken.encode(
-                    list: listName, [String(last.week.monday.daysSinceEpoch), String(last.createdSequence)])
+                $0.nextPageToken = DatedPosition(date: last.week.monday, sequence: last.createdSequence).token(list: listName)
             }
         }
     }

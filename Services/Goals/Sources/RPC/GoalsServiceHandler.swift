@@ -430,14 +430,8 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         let goalID = validator.id(request.goalID, field: "goal_id")
         let pageSize = validator.pageSize(request.pageSize, rule: Self.assessmentPageSizes)
         let listName = "assessments:\(goalID.lowercasedString)"
-        var after: (date: LocalDate, sequence: Int64)?
-        if let token = validator.pageToken(request.pageToken, list: listName, fieldCount: 2) {
-            if let days = Int(token[0]), let sequence = Int64(token[1]) {
-                after = (LocalDate(daysSinceEpoch: days), sequence)
-            } else {
-                validator.reject("page_token", "is not a token this list returned")
-            }
-        }
+        let after = validator.datedPosition(request.pageToken, list: listName)
+            .map { (date: $0.date, sequence: $0.sequence) }
         try validator.check()
         let user = try await caller()
         let assessments = try await store.assessments(user: user.id, goal: goalID, after: after, limit: pageSize + 1)
@@ -445,8 +439,7 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
             let page = assessments.prefix(pageSize)
             $0.assessments = page.map(\.proto)
             if assessments.count > pageSize, let last = page.last {
-                $0.nextPageToken = PageToken.encode(
-                    list: listName, [String(last.date.daysSinceEpoch), String(last.changeSequence)])
+                $0.nextPageToken = DatedPosition(date: last.date, sequence: last.changeSequence).token(list: listName)
             }
         }
     }

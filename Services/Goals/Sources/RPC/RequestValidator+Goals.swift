@@ -152,6 +152,19 @@ extension RequestValidator {
         }
     }
 
+    // MARK: Pages
+
+    /// Where the previous page of a list ordered by day and sequence (assessments, reviews, tasks) ended: `nil` for
+    /// the first page and for a refused token.
+    mutating func datedPosition(_ token: String, list: String) -> DatedPosition? {
+        guard let fields = pageToken(token, list: list, fieldCount: 2) else { return nil }
+        guard let days = Int(fields[0]), let sequence = Int64(fields[1]) else {
+            reject("page_token", "is not a token this list returned")
+            return nil
+        }
+        return DatedPosition(date: LocalDate(daysSinceEpoch: days), sequence: sequence)
+    }
+
     // MARK: Calendar messages
 
     mutating func date(_ date: Habitflow_Goals_V1_LocalDate, field: String) -> LocalDate {
@@ -176,5 +189,16 @@ extension RequestValidator {
             return IsoWeek(containing: LocalDate(daysSinceEpoch: 0))
         }
         return self.week(week, field: field)
+    }
+}
+
+/// A row's place in a list ordered by a day, then a sequence value: what a page token of such a list holds.
+struct DatedPosition {
+    var date: LocalDate
+    var sequence: Int64
+
+    /// The page token that continues `list` after this row.
+    func token(list: String) -> String {
+        PageToken.encode(list: list, [String(date.daysSinceEpoch), String(sequence)])
     }
 }
