@@ -1,0 +1,177 @@
+internal import HabitFlowBase64
+internal import HabitFlowCompression
+internal import HabitFlowGRPCProtos
+internal import HabitFlowHTTP2
+internal import HabitFlowRPC
+internal import HabitFlowTLS
+internal import Logging
+internal import NIOCore
+internal import SwiftProtobuf
+
+/// Responses: messages, headers and status trailers the handlers send, their flow control, and how calls end
+/// (handler finished, deadline passed, failure).
+extension ServerConnectionHandler {
+    /// The handler pulled enough messages: return the flow-control credit held back.
+    func releaseRequestCredit(streamID: Int32) {
+        guard let stream = streams[streamID], stream.withheldBytes > 0 else { return }
+        session?.consume(stream.withheldBytes, streamID: streamID)
+        stream.withheldBytes = 0
+        scheduleFlush()
+    }
+
+    enum SendOutcome {
+        case queued
+        /// Queued, but the stream's send queue is above the high watermark: the writer should wait.
+        case queueFull
+        case callEnded
+    }
+
+    /// Queues one response message (sending the response headers first if needed).
+    func sendResponse(_ payload: ByteBuffer, compressed: Bool, streamID: Int32) -> SendOutcome {
+        guard let session, let context, let stream = streams[streamID], !stream.statusSent else { return .callEnded }
+        if !stream.headersSent { sendResponseHeaders(stream, wantsCompression: compressed) }
+        let compress = compressed && stream.responseEncoding == .gzip
+        let body = compress ? Gzip.compress(payload) : payload
+        session.writeData(framedMessage(body, compressed: compress, allocator: context.channel.allocator), streamID: streamID)
+        scheduleFlush()
+        return session.queuedOutboundBytes(streamID: streamID) > configuration.responseQueueHighWatermark
+            ? .queueFull : .queued
+    }
+
+    /// Sends the response headers of a call now, unless they went out already; false once the call has ended.
+    func sendInitialMetadata(streamID: Int32) -> Bool {
+        guard session != nil, let stream = streams[streamID], !stream.statusSent else { return false }
+        if !stream.headersSent {
+            // Announces gzip when the client takes it: each later message is then compressed or not on its own.
+            sendResponseHeaders(stream, wantsCompression: true)
+            scheduleFlush()
+        }
+        return true
+    }
+
+    /// Parks a writer until its stream's send queue drains below the low watermark (or the call ends).
+    func waitForSendQueue(streamID: Int32, continuation: UnsafeContinuation<Void, any Error>) {
+        guard let stream = streams[streamID], !stream.statusSent else {
+            continuation.resume(throwing: RPCError(.cancelled, "the call has ended"))
+            return
+        }
+        stream.responseWaiter = continuation
+    }
+
+    func cancelResponseWaiter(streamID: Int32) {
+        guard let stream = streams[streamID], let waiter = stream.responseWaiter else { return }
+        stream.responseWaiter = nil
+        waiter.resume(throwing: CancellationError())
+    }
+
+    func sendResponseHeaders(_ stream: ServerStream, wantsCompression: Bool) {
+        guard let session else { return }
+        stream.headersSent = true
+        // One allocation for the whole block: appending past an array literal's size grew it once more per call.
+        var fields: [HTTP2HeaderField] = []
+        fields.reserveCapacity(4 + stream.context.initialMetadata.count)
+        fields.append(HTTP2HeaderField(name: ":status", value: "200"))
+        fields.append(HTTP2HeaderField(name: "content-type", value: "application/grpc"))
+        fields.append(HTTP2HeaderField(name: "grpc-accept-encoding", value: MessageEncoding.advertised))
+        if stream.acceptsGzip && (wantsCompression || stream.context.compressResponses) {
+            stream.responseEncoding = .gzip
+            fields.append(.init(name: "grpc-encoding", value: "gzip"))
+        }
+        stream.context.initialMetadata.forEachHeaderField { fields.append(.init(name: $0, value: $1, neverIndexed: $2)) }
+        do {
+            try session.submitResponse(fields, streamID: stream.streamID, endStream: false)
+        } catch {
+            logger.error("could not submit response headers", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Calls taken by a UnaryCallForwarder (through EventLoopCallResponder)
+
+    func onForwardedCallCancelled(streamID: Int32, _ cancel: @escaping @Sendable () -> Void) {
+        guard let stream = streams[streamID], !stream.statusSent else { return cancel() }
+        stream.cancelForwarding = cancel
+    }
+
+    func continueForwardedCallInTask(
+        streamID: Int32, _ handler: @escaping @Sendable (any ServerCallTransport) async throws -> Void
+    ) {
+        guard let stream = streams[streamID], !stream.statusSent else { return }
+        stream.cancelForwarding = nil
+        startHandler(stream, run: { _, transport in try await handler(transport) }, interceptors: [])
+    }
+
+    func handlerFinished(streamID: Int32, outcome: Result<Void, any Error>) {
+        guard let stream = streams[streamID] else { return }
+        stream.task = nil
+        stream.cancelForwarding = nil
+        stream.handlerFinished = true
+        guard !stream.statusSent else { return }
+        switch outcome {
+        case .success:
+            sendStatus(stream, code: RPCStatusCode.ok, message: "", details: [], extraTrailers: Metadata())
+        case .failure(let error as RPCError):
+            sendStatus(
+                stream, code: error.code, message: error.message, details: error.details,
+                encodedDetails: error.receivedStatusDetails, extraTrailers: error.trailers)
+        case .failure(is CancellationError):
+            sendStatus(stream, code: RPCStatusCode.cancelled, message: "the call was cancelled", details: [], extraTrailers: Metadata())
+        case .failure(let error):
+            // Other errors may carry internals (SQL, paths): log them, tell the client only that it failed.
+            logger.error(
+                "handler failed", metadata: ["method": "\(stream.context.method)", "error": "\(String(reflecting: error))"])
+            sendStatus(stream, code: RPCStatusCode.unknown, message: "the handler failed with an unexpected error", details: [], extraTrailers: Metadata())
+        }
+    }
+
+    func armDeadlineTimer(by deadline: NIODeadline) {
+        guard let context else { return }
+        let bound = loopBound
+        deadlineTimer.fire(by: deadline, on: context.eventLoop) { bound.value.deadlineTimerFired() }
+    }
+
+    /// Ends the calls past their deadline, then waits for the earliest deadline left.
+    func deadlineTimerFired() {
+        deadlineTimer.fired()
+        let (expired, next) = ConnectionDeadlineTimer.sweep(streams.values) { $0.statusSent ? nil : $0.timerDeadline }
+        for stream in expired { failCall(stream, RPCError(.deadlineExceeded, "deadline exceeded")) }
+        if let next { armDeadlineTimer(by: next) }
+    }
+
+    /// Ends a call from the runtime's side: status out, handler cancelled, the client told to stop sending.
+    func failCall(_ stream: ServerStream, _ error: RPCError) {
+        guard !stream.statusSent else { return }
+        sendStatus(
+            stream, code: error.code, message: error.message, details: error.details,
+            encodedDetails: error.receivedStatusDetails, extraTrailers: error.trailers)
+        stream.abandon(error: error)
+    }
+
+    func sendStatus(
+        _ stream: ServerStream, code: RPCStatusCode, message: String, details: [Google_Protobuf_Any],
+        encodedDetails: [UInt8]? = nil, extraTrailers: Metadata
+    ) {
+        guard let session else { return }
+        stream.statusSent = true
+        var trailers = stream.context.trailers
+        trailers.add(contentsOf: extraTrailers)
+        let status = StatusTrailers.fields(
+            code, message: message, details: details, encodedDetails: encodedDetails, trailers: trailers)
+        if stream.headersSent {
+            session.finishStream(stream.streamID, trailers: status)
+        } else {
+            // Trailers-Only: one HEADERS frame with END_STREAM.
+            var fields = [
+                HTTP2HeaderField(name: ":status", value: "200"),
+                HTTP2HeaderField(name: "content-type", value: "application/grpc"),
+            ]
+            stream.context.initialMetadata.forEachHeaderField { fields.append(.init(name: $0, value: $1, neverIndexed: $2)) }
+            try? session.submitResponse(fields + status, streamID: stream.streamID, endStream: true)
+        }
+        session.resetAfterEndOfStream(stream.streamID)
+        if let waiter = stream.responseWaiter {
+            stream.responseWaiter = nil
+            waiter.resume(throwing: RPCError(.cancelled, "the call has ended"))
+        }
+        scheduleFlush()
+    }
+}
