@@ -40,6 +40,7 @@ let package = Package(
         .library(name: "HabitFlowBase64", targets: ["HabitFlowBase64"]),
         .library(name: "HabitFlowCrypto", targets: ["HabitFlowCrypto"]),
         .library(name: "HabitFlowGoalsProtos", targets: ["HabitFlowGoalsProtos"]),
+        .library(name: "HabitFlowSocialProtos", targets: ["HabitFlowSocialProtos"]),
         .library(name: "HabitFlowHabitsProtos", targets: ["HabitFlowHabitsProtos"]),
         .library(name: "HabitFlowInternalCredential", targets: ["HabitFlowInternalCredential"]),
         .library(name: "HabitFlowPostgres", targets: ["HabitFlowPostgres"]),
@@ -321,6 +322,30 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        .target(
+            name: "HabitFlowSocialProtos",
+            dependencies: ["HabitFlowRPC", swiftProtobuf],
+            path: "Shared/Protos/Social/Generated",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HabitFlowSocial",
+            dependencies: [
+                "HabitFlowInternalCredential", "HabitFlowServiceAPI", "HabitFlowCalendar", "HabitFlowCrypto",
+                "HabitFlowEvents", "HabitFlowSocialProtos", "HabitFlowHabitsProtos", "HabitFlowAuthProtos",
+                "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit",
+                logging, swiftProtobuf,
+            ],
+            path: "Services/Social/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "habitflow-social",
+            dependencies: ["HabitFlowSocial", "HabitFlowServiceKit"],
+            path: "Services/Social/Main",
+            swiftSettings: swiftSettings
+        ),
+
         // Generated code of Schemas/proto/habitflow/gateway (the gateway's own API: the dashboard).
         .target(
             name: "HabitFlowGatewayProtos",
@@ -568,6 +593,18 @@ let package = Package(
                 "HabitFlowRPCServer", "HabitFlowServiceKit", logging, swiftProtobuf,
             ],
             path: "Tests/GoalsTests",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SocialTests",
+            dependencies: [
+                "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowEvents",
+                "HabitFlowGRPCProtos", "HabitFlowSocial", "HabitFlowSocialProtos", "HabitFlowHabits",
+                "HabitFlowHabitsProtos", "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowGoals", "HabitFlowGoalsProtos",
+                "HabitFlowPostgres", "HabitFlowRPC",
+                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceKit", logging, swiftProtobuf,
+            ],
+            path: "Tests/SocialTests",
             swiftSettings: swiftSettings
         ),
         .testTarget(

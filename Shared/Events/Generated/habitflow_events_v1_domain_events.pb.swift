@@ -135,7 +135,37 @@ public nonisolated struct Habitflow_Events_V1_HabitDeleted: Sendable {
   public init() {}
 }
 
-/// social: a partnership ended; shared goals become their creator's personal goals (aggregate "partnership").
+/// social: two users became partners (a partner request was accepted; aggregate "partnership", id =
+/// partnership_id). `user_id` accepted the request of `partner_user_id`.
+public nonisolated struct Habitflow_Events_V1_PartnershipStarted: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var partnershipID: String = String()
+
+  public var userID: String = String()
+
+  public var partnerUserID: String = String()
+
+  public var startedAt: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_startedAt ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_startedAt = newValue}
+  }
+  /// Returns true if `startedAt` has been explicitly set.
+  public var hasStartedAt: Bool {self._startedAt != nil}
+  /// Clears the value of `startedAt`. Subsequent reads from it will return its default value.
+  public mutating func clearStartedAt() {self._startedAt = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _startedAt: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+}
+
+/// social: a partnership ended (either partner ended it, unfriended or blocked the other, or deleted their account);
+/// shared goals become their creator's personal goals (aggregate "partnership").
 public nonisolated struct Habitflow_Events_V1_PartnershipEnded: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -374,6 +404,55 @@ nonisolated extension Habitflow_Events_V1_HabitDeleted: SwiftProtobuf.Message, S
   public static func ==(lhs: Habitflow_Events_V1_HabitDeleted, rhs: Habitflow_Events_V1_HabitDeleted) -> Bool {
     if lhs.userID != rhs.userID {return false}
     if lhs.habitID != rhs.habitID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Events_V1_PartnershipStarted: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PartnershipStarted"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}partnership_id\0\u{3}user_id\0\u{3}partner_user_id\0\u{3}started_at\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.partnershipID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.userID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.partnerUserID) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._startedAt) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.partnershipID.isEmpty {
+      try visitor.visitSingularStringField(value: self.partnershipID, fieldNumber: 1)
+    }
+    if !self.userID.isEmpty {
+      try visitor.visitSingularStringField(value: self.userID, fieldNumber: 2)
+    }
+    if !self.partnerUserID.isEmpty {
+      try visitor.visitSingularStringField(value: self.partnerUserID, fieldNumber: 3)
+    }
+    try { if let v = self._startedAt {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Events_V1_PartnershipStarted, rhs: Habitflow_Events_V1_PartnershipStarted) -> Bool {
+    if lhs.partnershipID != rhs.partnershipID {return false}
+    if lhs.userID != rhs.userID {return false}
+    if lhs.partnerUserID != rhs.partnerUserID {return false}
+    if lhs._startedAt != rhs._startedAt {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

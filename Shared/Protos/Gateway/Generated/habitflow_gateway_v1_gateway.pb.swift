@@ -242,11 +242,79 @@ public nonisolated struct Habitflow_Gateway_V1_Dashboard: @unchecked Sendable {
     set {_uniqueStorage()._categoryRatings = newValue}
   }
 
+  /// The top 5 of the caller's leaderboard this week and the caller's own line (social service,
+  /// DASHBOARD_PART_LEADERBOARD). Unset when that part is missing.
+  public var leaderboard: Habitflow_Gateway_V1_LeaderboardTop {
+    get {_storage._leaderboard ?? Habitflow_Gateway_V1_LeaderboardTop()}
+    set {_uniqueStorage()._leaderboard = newValue}
+  }
+  /// Returns true if `leaderboard` has been explicitly set.
+  public var hasLeaderboard: Bool {_storage._leaderboard != nil}
+  /// Clears the value of `leaderboard`. Subsequent reads from it will return its default value.
+  public mutating func clearLeaderboard() {_uniqueStorage()._leaderboard = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _storage = _StorageClass.defaultInstance
+}
+
+/// The top of the caller's leaderboard (habitflow.social.v1.SocialService/GetLeaderboard has the whole board).
+public nonisolated struct Habitflow_Gateway_V1_LeaderboardTop: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var top: [Habitflow_Gateway_V1_LeaderboardLine] = []
+
+  /// The caller's own line.
+  public var me: Habitflow_Gateway_V1_LeaderboardLine {
+    get {_me ?? Habitflow_Gateway_V1_LeaderboardLine()}
+    set {_me = newValue}
+  }
+  /// Returns true if `me` has been explicitly set.
+  public var hasMe: Bool {self._me != nil}
+  /// Clears the value of `me`. Subsequent reads from it will return its default value.
+  public mutating func clearMe() {self._me = nil}
+
+  /// Lines on the whole board (the caller and the friends who share).
+  public var total: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _me: Habitflow_Gateway_V1_LeaderboardLine? = nil
+}
+
+public nonisolated struct Habitflow_Gateway_V1_LeaderboardLine: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// 1 = best.
+  public var rank: Int32 = 0
+
+  public var userID: String = String()
+
+  public var username: String = String()
+
+  public var displayName: String = String()
+
+  /// "X% (Y/Z habits)"
+  public var display: String = String()
+
+  /// 0..100
+  public var percent: Int32 = 0
+
+  public var habitCount: Int32 = 0
+
+  public var me: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
 }
 
 /// One goal on the dashboard (GetGoal on habitflow.goals.v1.GoalsService has the whole goal).
@@ -487,7 +555,7 @@ nonisolated extension Habitflow_Gateway_V1_MissingPart: SwiftProtobuf.Message, S
 
 nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Dashboard"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}week_name\0\u{3}start_date\0\u{3}end_date\0\u{1}today\0\u{3}time_zone\0\u{3}weekly_score\0\u{1}habits\0\u{3}category_scores\0\u{3}missing_parts\0\u{1}goals\0\u{3}category_ratings\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}week_name\0\u{3}start_date\0\u{3}end_date\0\u{1}today\0\u{3}time_zone\0\u{3}weekly_score\0\u{1}habits\0\u{3}category_scores\0\u{3}missing_parts\0\u{1}goals\0\u{3}category_ratings\0\u{1}leaderboard\0")
 
   fileprivate class _StorageClass {
     var _weekName: String = String()
@@ -501,6 +569,7 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
     var _missingParts: [Habitflow_Gateway_V1_MissingPart] = []
     var _goals: [Habitflow_Gateway_V1_GoalProgress] = []
     var _categoryRatings: [Habitflow_Gateway_V1_CategoryRating] = []
+    var _leaderboard: Habitflow_Gateway_V1_LeaderboardTop? = nil
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -522,6 +591,7 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
       _missingParts = source._missingParts
       _goals = source._goals
       _categoryRatings = source._categoryRatings
+      _leaderboard = source._leaderboard
     }
   }
 
@@ -551,6 +621,7 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
         case 9: try { try decoder.decodeRepeatedMessageField(value: &_storage._missingParts) }()
         case 10: try { try decoder.decodeRepeatedMessageField(value: &_storage._goals) }()
         case 11: try { try decoder.decodeRepeatedMessageField(value: &_storage._categoryRatings) }()
+        case 12: try { try decoder.decodeSingularMessageField(value: &_storage._leaderboard) }()
         default: break
         }
       }
@@ -596,6 +667,9 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
       if !_storage._categoryRatings.isEmpty {
         try visitor.visitRepeatedMessageField(value: _storage._categoryRatings, fieldNumber: 11)
       }
+      try { if let v = _storage._leaderboard {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 12)
+      } }()
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -616,10 +690,120 @@ nonisolated extension Habitflow_Gateway_V1_Dashboard: SwiftProtobuf.Message, Swi
         if _storage._missingParts != rhs_storage._missingParts {return false}
         if _storage._goals != rhs_storage._goals {return false}
         if _storage._categoryRatings != rhs_storage._categoryRatings {return false}
+        if _storage._leaderboard != rhs_storage._leaderboard {return false}
         return true
       }
       if !storagesAreEqual {return false}
     }
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Gateway_V1_LeaderboardTop: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LeaderboardTop"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}top\0\u{1}me\0\u{1}total\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.top) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._me) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.total) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.top.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.top, fieldNumber: 1)
+    }
+    try { if let v = self._me {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if self.total != 0 {
+      try visitor.visitSingularInt32Field(value: self.total, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Gateway_V1_LeaderboardTop, rhs: Habitflow_Gateway_V1_LeaderboardTop) -> Bool {
+    if lhs.top != rhs.top {return false}
+    if lhs._me != rhs._me {return false}
+    if lhs.total != rhs.total {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Gateway_V1_LeaderboardLine: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LeaderboardLine"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}rank\0\u{3}user_id\0\u{1}username\0\u{3}display_name\0\u{1}display\0\u{1}percent\0\u{3}habit_count\0\u{1}me\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.rank) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.userID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.username) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.displayName) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.display) }()
+      case 6: try { try decoder.decodeSingularInt32Field(value: &self.percent) }()
+      case 7: try { try decoder.decodeSingularInt32Field(value: &self.habitCount) }()
+      case 8: try { try decoder.decodeSingularBoolField(value: &self.me) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.rank != 0 {
+      try visitor.visitSingularInt32Field(value: self.rank, fieldNumber: 1)
+    }
+    if !self.userID.isEmpty {
+      try visitor.visitSingularStringField(value: self.userID, fieldNumber: 2)
+    }
+    if !self.username.isEmpty {
+      try visitor.visitSingularStringField(value: self.username, fieldNumber: 3)
+    }
+    if !self.displayName.isEmpty {
+      try visitor.visitSingularStringField(value: self.displayName, fieldNumber: 4)
+    }
+    if !self.display.isEmpty {
+      try visitor.visitSingularStringField(value: self.display, fieldNumber: 5)
+    }
+    if self.percent != 0 {
+      try visitor.visitSingularInt32Field(value: self.percent, fieldNumber: 6)
+    }
+    if self.habitCount != 0 {
+      try visitor.visitSingularInt32Field(value: self.habitCount, fieldNumber: 7)
+    }
+    if self.me != false {
+      try visitor.visitSingularBoolField(value: self.me, fieldNumber: 8)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Gateway_V1_LeaderboardLine, rhs: Habitflow_Gateway_V1_LeaderboardLine) -> Bool {
+    if lhs.rank != rhs.rank {return false}
+    if lhs.userID != rhs.userID {return false}
+    if lhs.username != rhs.username {return false}
+    if lhs.displayName != rhs.displayName {return false}
+    if lhs.display != rhs.display {return false}
+    if lhs.percent != rhs.percent {return false}
+    if lhs.habitCount != rhs.habitCount {return false}
+    if lhs.me != rhs.me {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -659,6 +659,12 @@ public nonisolated struct Habitflow_Goals_V1_Goal: @unchecked Sendable {
     set {_uniqueStorage()._deleted = newValue}
   }
 
+  /// A shared goal's partner (who sees and tracks it with the owner); empty when it is not shared.
+  public var partnerID: String {
+    get {_storage._partnerID}
+    set {_uniqueStorage()._partnerID = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1324,7 +1330,7 @@ nonisolated extension Habitflow_Goals_V1_GoalProgress: SwiftProtobuf.Message, Sw
 
 nonisolated extension Habitflow_Goals_V1_Goal: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Goal"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{3}owner_id\0\u{1}title\0\u{1}description\0\u{1}icon\0\u{3}category_id\0\u{1}type\0\u{1}target\0\u{1}horizon\0\u{3}parent_goal_id\0\u{3}start_date\0\u{3}end_date\0\u{3}target_date\0\u{3}conversation_id\0\u{1}shared\0\u{1}state\0\u{1}status\0\u{1}progress\0\u{1}links\0\u{3}target_history\0\u{3}create_time\0\u{3}update_time\0\u{3}delete_time\0\u{1}deleted\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}id\0\u{3}owner_id\0\u{1}title\0\u{1}description\0\u{1}icon\0\u{3}category_id\0\u{1}type\0\u{1}target\0\u{1}horizon\0\u{3}parent_goal_id\0\u{3}start_date\0\u{3}end_date\0\u{3}target_date\0\u{3}conversation_id\0\u{1}shared\0\u{1}state\0\u{1}status\0\u{1}progress\0\u{1}links\0\u{3}target_history\0\u{3}create_time\0\u{3}update_time\0\u{3}delete_time\0\u{1}deleted\0\u{3}partner_id\0")
 
   fileprivate class _StorageClass {
     var _id: String = String()
@@ -1351,6 +1357,7 @@ nonisolated extension Habitflow_Goals_V1_Goal: SwiftProtobuf.Message, SwiftProto
     var _updateTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
     var _deleteTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
     var _deleted: Bool = false
+    var _partnerID: String = String()
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -1385,6 +1392,7 @@ nonisolated extension Habitflow_Goals_V1_Goal: SwiftProtobuf.Message, SwiftProto
       _updateTime = source._updateTime
       _deleteTime = source._deleteTime
       _deleted = source._deleted
+      _partnerID = source._partnerID
     }
   }
 
@@ -1427,6 +1435,7 @@ nonisolated extension Habitflow_Goals_V1_Goal: SwiftProtobuf.Message, SwiftProto
         case 22: try { try decoder.decodeSingularMessageField(value: &_storage._updateTime) }()
         case 23: try { try decoder.decodeSingularMessageField(value: &_storage._deleteTime) }()
         case 24: try { try decoder.decodeSingularBoolField(value: &_storage._deleted) }()
+        case 25: try { try decoder.decodeSingularStringField(value: &_storage._partnerID) }()
         default: break
         }
       }
@@ -1511,6 +1520,9 @@ nonisolated extension Habitflow_Goals_V1_Goal: SwiftProtobuf.Message, SwiftProto
       if _storage._deleted != false {
         try visitor.visitSingularBoolField(value: _storage._deleted, fieldNumber: 24)
       }
+      if !_storage._partnerID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._partnerID, fieldNumber: 25)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -1544,6 +1556,7 @@ nonisolated extension Habitflow_Goals_V1_Goal: SwiftProtobuf.Message, SwiftProto
         if _storage._updateTime != rhs_storage._updateTime {return false}
         if _storage._deleteTime != rhs_storage._deleteTime {return false}
         if _storage._deleted != rhs_storage._deleted {return false}
+        if _storage._partnerID != rhs_storage._partnerID {return false}
         return true
       }
       if !storagesAreEqual {return false}

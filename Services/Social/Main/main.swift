@@ -1,0 +1,4 @@
+import HabitFlowServiceKit
+import HabitFlowSocial
+
+await ServiceMain.run(SocialServiceDefinition.make())
