@@ -358,9 +358,9 @@ let package = Package(
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowAuthProtos", "HabitFlowCrypto",
                 "HabitFlowGRPCSideServiceProtos", "HabitFlowGatewayProtos", "HabitFlowGoalsProtos",
-                "HabitFlowHabitsProtos", "HabitFlowPublicAPI", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
-                "HabitFlowRPCSideServices", "HabitFlowServiceKit", "HabitFlowTLS", "HabitFlowTokens", logging,
-                prometheus,
+                "HabitFlowHabitsProtos", "HabitFlowSocialProtos", "HabitFlowPublicAPI", "HabitFlowRPC",
+                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowRPCSideServices", "HabitFlowServiceKit",
+                "HabitFlowTLS", "HabitFlowTokens", logging, prometheus,
             ],
             path: "Services/Gateway/Sources",
             swiftSettings: swiftSettings
@@ -394,8 +394,8 @@ let package = Package(
             name: "HabitFlowSDK",
             dependencies: [
                 "HabitFlowAuthProtos", "HabitFlowPublicAPI", "HabitFlowGatewayProtos", "HabitFlowGoalsProtos",
-                "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowTLS", logging, nioCore,
-                swiftProtobuf,
+                "HabitFlowHabitsProtos", "HabitFlowSocialProtos", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowTLS",
+                logging, nioCore, swiftProtobuf,
             ],
             path: "Shared/SDK",
             swiftSettings: swiftSettings
@@ -547,7 +547,7 @@ let package = Package(
             name: "HabitFlowStackTestSupport",
             dependencies: [
                 "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowGateway", "HabitFlowGoals", "HabitFlowHabits",
-                "HabitFlowRPCClient",
+                "HabitFlowSocial", "HabitFlowRPCClient",
                 "HabitFlowServiceKit", "HabitFlowTestSupport", logging,
             ],
             path: "Tests/StackSupport",

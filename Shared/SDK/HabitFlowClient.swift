@@ -3,6 +3,7 @@ public import HabitFlowAuthProtos
 public import HabitFlowGatewayProtos
 public import HabitFlowGoalsProtos
 public import HabitFlowHabitsProtos
+public import HabitFlowSocialProtos
 internal import HabitFlowRPC
 internal import HabitFlowRPCClient
 internal import HabitFlowTLS
@@ -19,12 +20,14 @@ public import Logging
 ///     $0.title = "Read 5 times a week"; $0.type = .weeklyHabit; $0.target.value = 5; $0.horizon = .twelveWeeks
 ///     $0.habitIds = [habit.id]
 /// })
+/// _ = try await client.social.sendFriendRequest(.with { $0.username = "ben" })
 /// let dashboard = try await client.dashboard()
 /// print(dashboard.weeklyScore.display)   // "100% (1/1 habits)"
 /// print(dashboard.goals[0].display)      // "1/5"
+/// print(dashboard.leaderboard.me.rank)   // 1
 /// ```
 ///
-/// ``auth``, ``habits``, ``goals`` and ``gateway`` offer every public RPC, typed (their messages are the API's data model).
+/// ``auth``, ``habits``, ``goals``, ``social`` and ``gateway`` offer every public RPC, typed (their messages are the API's data model).
 /// Each call gets the configured deadline unless it passes its own; reads and idempotent writes are retried when
 /// the service is briefly unavailable; an expired access token is refreshed automatically, once for all the calls
 /// that need it. Errors are ``HabitFlowError``s: a kind to switch on, the status, field violations, a retry delay.
@@ -61,6 +64,9 @@ public final class HabitFlowClient: Sendable {
     public let habits: Habitflow_Habits_V1_HabitsService.Client
     /// Goals, their links to habits, assessments, progress and history (habitflow.goals.v1.GoalsService).
     public let goals: Habitflow_Goals_V1_GoalsService.Client
+    /// Friends, requests, blocks, the partner, sharing settings and the weekly leaderboard
+    /// (habitflow.social.v1.SocialService).
+    public let social: Habitflow_Social_V1_SocialService.Client
     /// Views assembled by the gateway, such as the dashboard (habitflow.gateway.v1.GatewayService).
     public let gateway: Habitflow_Gateway_V1_GatewayService.Client
 
@@ -102,6 +108,7 @@ public final class HabitFlowClient: Sendable {
         self.auth = Habitflow_Auth_V1_AuthService.Client(transport: transport)
         self.habits = Habitflow_Habits_V1_HabitsService.Client(transport: transport)
         self.goals = Habitflow_Goals_V1_GoalsService.Client(transport: transport)
+        self.social = Habitflow_Social_V1_SocialService.Client(transport: transport)
         self.gateway = Habitflow_Gateway_V1_GatewayService.Client(transport: transport)
     }
 
@@ -170,7 +177,7 @@ public final class HabitFlowClient: Sendable {
     // MARK: Shortcuts
 
     /// This week at a glance: weekly score, each habit's "X/Y", category scores, the goals being worked on with
-    /// their progress; `missingParts` names what could not be fetched.
+    /// their progress, the top of the leaderboard; `missingParts` names what could not be fetched.
     public func dashboard() async throws -> Habitflow_Gateway_V1_Dashboard {
         try await gateway.getDashboard(Habitflow_Gateway_V1_GetDashboardRequest())
     }

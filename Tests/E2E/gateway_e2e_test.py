@@ -1,6 +1,6 @@
 """End to end through the gateway, from a client we did not write: Python grpcio with message classes generated from
 Schemas/ at test time, against the real executables (habitflow-auth, habitflow-habits, habitflow-goals,
-habitflow-gateway) and the test Postgres that scripts/test starts.
+habitflow-social, habitflow-gateway) and the test Postgres that scripts/test starts.
 
 Environment (set by scripts/test): HABITFLOW_E2E_BIN_DIR (the built executables), HABITFLOW_TEST_<SERVICE>_DATABASE_URL,
 HABITFLOW_SQL_DIR.
@@ -38,6 +38,9 @@ PROTOS = [
     "habitflow/goals/v1/resources.proto",
     "habitflow/goals/v1/goals_service.proto",
     "habitflow/goals/v1/goals_internal.proto",
+    "habitflow/social/v1/resources.proto",
+    "habitflow/social/v1/social_service.proto",
+    "habitflow/social/v1/social_internal.proto",
     "habitflow/gateway/v1/gateway.proto",
     "grpc/health/v1/health.proto",
     "grpc/reflection/v1/reflection.proto",
@@ -76,6 +79,7 @@ from habitflow.gateway.v1 import gateway_pb2  # noqa: E402
 from habitflow.goals.v1 import goals_internal_pb2, goals_service_pb2  # noqa: E402
 from habitflow.goals.v1 import resources_pb2 as goals_resources_pb2  # noqa: E402
 from habitflow.habits.v1 import habits_internal_pb2, habits_service_pb2, resources_pb2  # noqa: E402
+from habitflow.social.v1 import social_service_pb2  # noqa: E402
 
 
 def service_stub(channel, module, service):
@@ -100,7 +104,7 @@ def free_port():
 
 
 def start_stack(test_case):
-    """auth, habits, goals and the gateway on free ports against the test Postgres; stopped when the class is done."""
+    """auth, habits, goals, social and the gateway on free ports against the test Postgres; stopped when the class is done."""
     bin_dir = os.environ.get("HABITFLOW_E2E_BIN_DIR") or os.path.join(REPO_ROOT, ".build", "debug")
     env = dict(os.environ)
     for name in ("auth", "habits", "goals", "social"):
@@ -112,7 +116,7 @@ def start_stack(test_case):
     env["HABITFLOW_AUTH_KEY_ENCRYPTION_KEY"] = KEY_ENCRYPTION_KEY
     env["HABITFLOW_LOG_LEVEL"] = "warning"
     env.setdefault("HABITFLOW_SQL_DIR", os.path.join(REPO_ROOT, "Schemas", "sql"))
-    names = ["auth", "habits", "goals", "gateway"]
+    names = ["auth", "habits", "goals", "social", "gateway"]
     log_dir = tempfile.mkdtemp(prefix="habitflow-e2e-logs-")
     stack = habitflow_stack.Stack(
         bin_dir, base_env=env, ports={name: free_port() for name in names},
@@ -141,6 +145,7 @@ def start_stack(test_case):
     test_case.auth = service_stub(test_case.channel, auth_pb2, "AuthService")
     test_case.habits = service_stub(test_case.channel, habits_service_pb2, "HabitsService")
     test_case.goals = service_stub(test_case.channel, goals_service_pb2, "GoalsService")
+    test_case.social = service_stub(test_case.channel, social_service_pb2, "SocialService")
     test_case.gateway = service_stub(test_case.channel, gateway_pb2, "GatewayService")
 
 
@@ -245,10 +250,12 @@ class GatewayEndToEnd(unittest.TestCase):
         self.assertEqual(dashboard.weekly_score.display, week.score.display)
         self.assertEqual([habit.progress for habit in dashboard.habits], [habit.progress for habit in week.habits])
         self.assertEqual(len(dashboard.category_scores), len(week.category_scores))
-        # Goals answered (this user has none); only the leaderboard's service is not deployed yet.
+        # Goals answered (this user has none); the leaderboard has only this user, first.
         self.assertEqual(len(dashboard.goals), 0)
-        missing = {part.part: part.code for part in dashboard.missing_parts}
-        self.assertEqual(missing, {gateway_pb2.DASHBOARD_PART_LEADERBOARD: grpc.StatusCode.UNIMPLEMENTED.value[0]})
+        self.assertEqual(list(dashboard.missing_parts), [])
+        self.assertEqual([(line.rank, line.me, line.display) for line in dashboard.leaderboard.top],
+                         [(1, True, week.score.display)])
+        self.assertEqual(dashboard.leaderboard.me.user_id, registered.user.id)
 
     def test_a_goal_with_a_linked_habit(self):
         _, registered = register(self, time_zone="Pacific/Auckland")
@@ -315,6 +322,93 @@ class GatewayEndToEnd(unittest.TestCase):
                                   timeout=RPC_TIMEOUT)
         self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertEqual(field_violations(caught.exception), ["title"])
+
+    def test_friends_partners_a_shared_goal_and_the_leaderboard(self):
+        _, ana = register(self)
+        ben_account, ben = register(self, time_zone="America/Los_Angeles")
+        ana_token, ben_token = bearer(ana.tokens.access_token), bearer(ben.tokens.access_token)
+
+        # A request to nobody looks like a request to somebody.
+        to_nobody = self.social.SendFriendRequest(
+            social_service_pb2.SendFriendRequestRequest(email="nobody-%s@example.com" % uuid.uuid4().hex),
+            metadata=ana_token, timeout=RPC_TIMEOUT)
+        to_ben = self.social.SendFriendRequest(social_service_pb2.SendFriendRequestRequest(email=ben_account.email),
+                                               metadata=ana_token, timeout=RPC_TIMEOUT)
+        self.assertEqual([field.name for field, _ in to_nobody.ListFields() if field.name != "addressed_to"],
+                         [field.name for field, _ in to_ben.ListFields() if field.name != "addressed_to"])
+        self.assertEqual(to_nobody.state, to_ben.state)
+        self.assertFalse(to_ben.HasField("other"))
+
+        incoming = self.social.ListRequests(social_service_pb2.ListRequestsRequest(), metadata=ben_token,
+                                            timeout=RPC_TIMEOUT).requests
+        self.assertEqual([(r.id, r.other.user_id) for r in incoming], [(to_ben.id, ana.user.id)])
+        self.social.AcceptRequest(social_service_pb2.AcceptRequestRequest(request_id=to_ben.id), metadata=ben_token,
+                                  timeout=RPC_TIMEOUT)
+        friends = self.social.ListFriends(social_service_pb2.ListFriendsRequest(), metadata=ana_token,
+                                          timeout=RPC_TIMEOUT).friends
+        self.assertEqual([f.person.username for f in friends], [ben.user.username])
+
+        partner_request = self.social.SendPartnerRequest(
+            social_service_pb2.SendPartnerRequestRequest(user_id=ben.user.id), metadata=ana_token, timeout=RPC_TIMEOUT)
+        self.social.AcceptRequest(social_service_pb2.AcceptRequestRequest(request_id=partner_request.id),
+                                  metadata=ben_token, timeout=RPC_TIMEOUT)
+        partner = self.social.GetPartner(social_service_pb2.GetPartnerRequest(), metadata=ana_token,
+                                         timeout=RPC_TIMEOUT)
+        self.assertEqual(partner.partner.user_id, ben.user.id)
+
+        # A shared goal: both link a habit of their own and check in; progress sums both.
+        ana_habit = self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name="Walk", weekly_target=3),
+                                            metadata=ana_token, timeout=RPC_TIMEOUT)
+        ben_habit = self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name="Run", weekly_target=3),
+                                            metadata=ben_token, timeout=RPC_TIMEOUT)
+        goal = self.goals.CreateGoal(
+            goals_service_pb2.CreateGoalRequest(
+                title="100 km together", type=goals_resources_pb2.GOAL_TYPE_COUNT,
+                target=goals_resources_pb2.GoalTarget(value=10), horizon=goals_resources_pb2.HORIZON_ONGOING,
+                habit_ids=[ana_habit.id], shared=True),
+            metadata=ana_token, timeout=RPC_TIMEOUT)
+        self.assertEqual(goal.partner_id, ben.user.id)
+        self.goals.LinkHabit(goals_service_pb2.LinkHabitRequest(goal_id=goal.id, habit_id=ben_habit.id),
+                             metadata=ben_token, timeout=RPC_TIMEOUT)
+        self.habits.MarkHabitDone(habits_service_pb2.MarkHabitDoneRequest(habit_id=ana_habit.id), metadata=ana_token,
+                                  timeout=RPC_TIMEOUT)
+        self.habits.MarkHabitDone(habits_service_pb2.MarkHabitDoneRequest(habit_id=ben_habit.id), metadata=ben_token,
+                                  timeout=RPC_TIMEOUT)
+        for token in (ana_token, ben_token):
+            seen = self.goals.GetGoal(goals_service_pb2.GetGoalRequest(goal_id=goal.id), metadata=token,
+                                      timeout=RPC_TIMEOUT)
+            self.assertEqual(seen.progress.display, "2/10")
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.goals.DeleteGoal(goals_service_pb2.DeleteGoalRequest(goal_id=goal.id), metadata=ben_token,
+                                  timeout=RPC_TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+
+        # Both are on the leaderboard (ana's week); the dashboard shows its top.
+        board = self.social.GetLeaderboard(social_service_pb2.GetLeaderboardRequest(), metadata=ana_token,
+                                           timeout=RPC_TIMEOUT)
+        self.assertEqual(sorted(entry.person.user_id for entry in board.entries), sorted([ana.user.id, ben.user.id]))
+        self.assertTrue(all(not entry.person.username.count("@") for entry in board.entries))
+        dashboard = self.gateway.GetDashboard(gateway_pb2.GetDashboardRequest(), metadata=ana_token,
+                                              timeout=RPC_TIMEOUT)
+        self.assertEqual(dashboard.leaderboard.total, 2)
+        self.assertEqual([goal.goal_id for goal in dashboard.goals], [goal.id])
+
+        # The partnership ends: the goal is ana's own, ben loses it (goals learns through social's event).
+        self.social.EndPartnership(social_service_pb2.EndPartnershipRequest(), metadata=ben_token,
+                                   timeout=RPC_TIMEOUT)
+        deadline = time.monotonic() + 10
+        while True:
+            mine = self.goals.GetGoal(goals_service_pb2.GetGoalRequest(goal_id=goal.id), metadata=ana_token,
+                                      timeout=RPC_TIMEOUT)
+            if not mine.shared or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertFalse(mine.shared)
+        self.assertEqual(mine.progress.display, "2/10")
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.goals.GetGoal(goals_service_pb2.GetGoalRequest(goal_id=goal.id), metadata=ben_token,
+                               timeout=RPC_TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
 
     def test_a_goal_without_a_title_is_refused(self):
         _, registered = register(self)
@@ -483,7 +577,8 @@ class ServiceOutage(unittest.TestCase):
         missing = {part.part: part.code for part in dashboard.missing_parts}
         self.assertEqual(missing, {gateway_pb2.DASHBOARD_PART_HABITS: grpc.StatusCode.UNAVAILABLE.value[0],
                                    gateway_pb2.DASHBOARD_PART_GOALS: grpc.StatusCode.UNAVAILABLE.value[0],
-                                   gateway_pb2.DASHBOARD_PART_LEADERBOARD: grpc.StatusCode.UNIMPLEMENTED.value[0]})
+                                   # The leaderboard's scores come from habits.
+                                   gateway_pb2.DASHBOARD_PART_LEADERBOARD: grpc.StatusCode.UNAVAILABLE.value[0]})
         self.assertEqual(len(dashboard.goals), 0)
 
 

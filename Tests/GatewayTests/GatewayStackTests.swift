@@ -88,10 +88,13 @@ import Testing
         #expect(dashboard.habits.map(\.progress) == ["2/2", "1/3"])
         #expect(dashboard.habits.map(\.met) == [true, false])
         #expect(dashboard.categoryScores.map(\.categoryName).contains("Uncategorized"))
-        // Goals answered (this user has none); only the leaderboard's service is not deployed yet.
+        // Goals answered (this user has none); the leaderboard has this user alone, first.
         #expect(dashboard.goals.isEmpty)
-        #expect(dashboard.missingParts.map(\.part) == [.leaderboard])
-        #expect(dashboard.missingParts.allSatisfy { $0.code == Int32(RPCStatusCode.unimplemented.rawValue) })
+        #expect(dashboard.missingParts.isEmpty)
+        #expect(dashboard.leaderboard.top.map(\.rank) == [1])
+        #expect(dashboard.leaderboard.me.userID == registered.user.id)
+        #expect(dashboard.leaderboard.me.display == "50% (1/2 habits)")
+        #expect(dashboard.leaderboard.total == 1)
         #expect(!dashboard.timeZone.isEmpty)
 
         // Errors of a service come through with their details.
@@ -174,7 +177,7 @@ import Testing
             }, options: options)
 
         let dashboard = try await clients.gateway.getDashboard(.init(), options: options)
-        #expect(dashboard.missingParts.map(\.part) == [.leaderboard])
+        #expect(dashboard.missingParts.isEmpty)
         #expect(dashboard.habits.map(\.progress) == ["1/3"])
         #expect(dashboard.categoryRatings.map(\.categoryID) == [health.id])
         let categoryRating = try #require(dashboard.categoryRatings.first)
@@ -245,7 +248,7 @@ import Testing
         #expect(dashboard.goals.isEmpty)
         #expect(dashboard.categoryRatings.isEmpty)
         #expect(dashboard.habits.map(\.name) == ["Stretch"])
-        #expect(dashboard.missingParts.map(\.part) == [.goals, .leaderboard])
+        #expect(dashboard.missingParts.map(\.part) == [.goals])
         let goalsPart = try #require(dashboard.missingParts.first { $0.part == .goals })
         #expect(goalsPart.code == Int32(RPCStatusCode.unavailable.rawValue))
         #expect(goalsPart.message.contains("goals"))

@@ -4,12 +4,13 @@ internal import HabitFlowAuthProtos
 public import HabitFlowGateway
 internal import HabitFlowGoals
 internal import HabitFlowHabits
+internal import HabitFlowSocial
 public import HabitFlowRPCClient
 public import HabitFlowServiceKit
 internal import HabitFlowTestSupport
 public import Logging
 
-/// Auth, habits (one or more replicas), goals and the gateway, in this process on free ports against the test Postgres
+/// Auth, habits (one or more replicas), goals, social and the gateway, in this process on free ports against the test Postgres
 /// (scripts/test): the real stack as a client sees it, for the gateway's and the SDK's tests.
 public struct TestStack: Sendable {
     public static let internalSecret = "stack-test-secret"
@@ -20,6 +21,7 @@ public struct TestStack: Sendable {
     public let auth: ServiceHost
     public let habits: [ServiceHost]
     public let goals: ServiceHost
+    public let social: ServiceHost
     public let gateway: ServiceHost
     public let logger: Logger
 
@@ -35,26 +37,21 @@ public struct TestStack: Sendable {
     ) async throws -> TestStack {
         var logger = Logger(label: "stack-tests")
         logger.logLevel = .warning
-        // Social does not exist yet: nothing may reach it. No host runs its outbox relay: the outbox tables are shared
-        // with auth's, habits' and goals' own suites, which wait for the events their hosts publish. Nothing here
-        // needs events (habits and goals learn a user at their first call).
+        // No host runs its outbox relay: the outbox tables are shared with the services' own suites, which wait for the
+        // events their hosts publish. Nothing here needs events (the services learn a user at their first call), so
+        // the addresses only relays would use point nowhere. Each service starts after those it calls, on any free
+        // port, with their addresses (choosing ports ahead would race with the other stacks tests start in parallel):
+        // habits, auth, social (calls auth and habits), goals (calls habits and social), the gateway.
         let nowhere = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: 1)]
-        // Without relays habits never calls goals, so goals starts last of the two, on any free port, with habits'
-        // addresses (choosing its port ahead would race with the other stacks tests start in parallel).
         var habitsHosts: [ServiceHost] = []
         for _ in 0..<max(habitsReplicas, 1) {
+            var configuration = try serviceConfiguration("habits")
+            configuration.serviceAddresses = ["goals": nowhere, "social": nowhere]
             habitsHosts.append(
                 try await ServiceHost.start(
-                    HabitsServiceDefinition.make().withoutOutboxRelay, configuration: try serviceConfiguration("habits"),
-                    logger: logger))
+                    HabitsServiceDefinition.make().withoutOutboxRelay, configuration: configuration, logger: logger))
         }
         let habitsTargets = habitsHosts.map { RPCChannelConfiguration.Target(host: "127.0.0.1", port: $0.port) }
-
-        var goalsConfiguration = try serviceConfiguration("goals")
-        goalsConfiguration.serviceAddresses["habits"] = habitsTargets
-        let goals = try await ServiceHost.start(
-            GoalsServiceDefinition.make().withoutOutboxRelay, configuration: goalsConfiguration, logger: logger)
-        let goalsTargets = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: goals.port)]
 
         var settings = AuthSettings(keyEncryptionKey: keyEncryptionKey)
         settings.bcryptCost = 4
@@ -62,23 +59,37 @@ public struct TestStack: Sendable {
         settings.maintenanceInterval = nil
         configureAuth(&settings)
         var authConfiguration = try serviceConfiguration("auth")
-        authConfiguration.serviceAddresses = ["habits": habitsTargets, "goals": goalsTargets, "social": nowhere]
+        authConfiguration.serviceAddresses = ["habits": nowhere, "goals": nowhere, "social": nowhere]
         let auth = try await ServiceHost.start(
             AuthServiceDefinition.make(settings: settings).withoutOutboxRelay, configuration: authConfiguration,
             logger: logger)
+        let authTargets = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: auth.port)]
+
+        var socialConfiguration = try serviceConfiguration("social")
+        socialConfiguration.serviceAddresses = ["auth": authTargets, "habits": habitsTargets, "goals": nowhere]
+        let social = try await ServiceHost.start(
+            SocialServiceDefinition.make().withoutOutboxRelay, configuration: socialConfiguration, logger: logger)
+        let socialTargets = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: social.port)]
+
+        var goalsConfiguration = try serviceConfiguration("goals")
+        goalsConfiguration.serviceAddresses = ["habits": habitsTargets, "social": socialTargets]
+        let goals = try await ServiceHost.start(
+            GoalsServiceDefinition.make().withoutOutboxRelay, configuration: goalsConfiguration, logger: logger)
+        let goalsTargets = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: goals.port)]
 
         var gatewayConfiguration = GatewayConfiguration(
             service: ServiceConfiguration(
                 service: "gateway", port: 0, databaseURL: nil, sqlDirectory: TestEnvironment.sqlRoot,
                 internalSecret: internalSecret))
         gatewayConfiguration.service.serviceAddresses = [
-            "auth": [.init(host: "127.0.0.1", port: auth.port)], "habits": habitsTargets, "goals": goalsTargets,
+            "auth": authTargets, "habits": habitsTargets, "goals": goalsTargets, "social": socialTargets,
         ]
         gatewayConfiguration.addressRateLimit = .init(perSecond: 10_000, burst: 10_000)
         gatewayConfiguration.accountRateLimit = .init(perSecond: 10_000, burst: 10_000)
         configureGateway(&gatewayConfiguration)
         let gateway = try await Gateway.start(configuration: gatewayConfiguration, logger: logger)
-        return TestStack(auth: auth, habits: habitsHosts, goals: goals, gateway: gateway, logger: logger)
+        return TestStack(
+            auth: auth, habits: habitsHosts, goals: goals, social: social, gateway: gateway, logger: logger)
     }
 
     private static func serviceConfiguration(_ service: String) throws -> ServiceConfiguration {
@@ -101,6 +112,7 @@ public struct TestStack: Sendable {
         await gateway.shutdown()
         await auth.shutdown()
         await goals.shutdown()
+        await social.shutdown()
         for host in habits { await host.shutdown() }
     }
 }

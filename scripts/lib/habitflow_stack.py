@@ -248,6 +248,11 @@ def main(argv=None):
             print("         and:  -H 'authorization: Bearer <access_token>' -d '{\"title\": \"Read 12 books\", "
                   "\"type\": \"GOAL_TYPE_COUNT\", \"target\": {\"value\": 12}, \"horizon\": \"HORIZON_ONGOING\"}' "
                   "%s habitflow.goals.v1.GoalsService/CreateGoal" % gateway)
+        if "social" in names:
+            print("         and:  -H 'authorization: Bearer <access_token>' -d '{\"username\": \"ben\"}' "
+                  "%s habitflow.social.v1.SocialService/SendFriendRequest" % gateway)
+            print("         and:  -H 'authorization: Bearer <access_token>' "
+                  "%s habitflow.social.v1.SocialService/GetLeaderboard" % gateway)
         print("Ctrl-C stops the stack.")
         sys.stdout.flush()
         while not stopping:

@@ -9,9 +9,9 @@ public enum AuthServiceDefinition {
     /// Only services that run: each subscriber has its own queue in auth's outbox, kept until it takes it, so one
     /// that is not there would pile up every event forever (it no longer holds back the other subscribers).
     public static let eventRoutes: [String: [String]] = [
-        "habitflow.events.v1.UserCreated": ["habits", "goals"],
-        "habitflow.events.v1.UserUpdated": ["habits", "goals"],
-        "habitflow.events.v1.UserDeleted": ["habits", "goals"],
+        "habitflow.events.v1.UserCreated": ["habits", "goals", "social"],
+        "habitflow.events.v1.UserUpdated": ["habits", "goals", "social"],
+        "habitflow.events.v1.UserDeleted": ["habits", "goals", "social"],
     ]
 
     /// - Parameter given: the settings; nil: read from the environment (``AuthSettings/fromEnvironment(_:internalSecret:)``).

@@ -3,17 +3,18 @@ internal import HabitFlowGoalsProtos
 internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import HabitFlowServiceKit
+internal import HabitFlowSocialProtos
 
 /// `habitflow.gateway.v1.GatewayService`: the dashboard, assembled from the services that own its parts.
 ///
 /// Parts and where they come from, each called on the caller's behalf through the service's public API (as the
-/// client's own call would be):
+/// client's own call would be), except the leaderboard's top, which only the internal API answers in one call:
 ///
 /// | part | call |
 /// |---|---|
 /// | habits (week, weekly score, habits, category scores) | `habitflow.habits.v1.HabitsService/GetWeek` |
 /// | goals (active and paused goals with progress; the latest category ratings from reviews) | `habitflow.goals.v1.GoalsService/ListGoals` and `GetCategoryRatings`, concurrently |
-/// | leaderboard | none yet: `UNIMPLEMENTED` until the social service exists |
+/// | leaderboard (the top 5 of the caller's friends this week, and the caller's line) | `habitflow.social.v1.SocialInternal/GetLeaderboardTop` |
 ///
 /// Every part is fetched concurrently under its own deadline (the part timeout, or what is left of the call's,
 /// whichever is shorter). A part that fails is left out and named in `missing_parts` with its status (`UNAVAILABLE`
@@ -21,12 +22,11 @@ internal import HabitFlowServiceKit
 struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
     let habits: Habitflow_Habits_V1_HabitsService.Client
     let goals: Habitflow_Goals_V1_GoalsService.Client
+    let social: Habitflow_Social_V1_SocialInternal.Client
     let partTimeout: Duration
 
-    /// Parts whose service is not part of the system yet.
-    static let undeployedParts: [(Habitflow_Gateway_V1_DashboardPart, String)] = [
-        (.leaderboard, "the social service is not deployed yet"),
-    ]
+    /// Lines of the leaderboard the dashboard shows.
+    static let leaderboardTop: Int32 = 5
 
     /// The goals the dashboard shows: those still being worked on (active, with or without progress yet, and
     /// paused), not completed, expired or archived ones.
@@ -38,6 +38,7 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
     private enum PartResult: Sendable {
         case habits(Habitflow_Habits_V1_WeekView)
         case goals([Habitflow_Goals_V1_Goal], ratings: [Habitflow_Goals_V1_LatestCategoryRating])
+        case leaderboard(Habitflow_Social_V1_GetLeaderboardTopResponse)
         case missing(Habitflow_Gateway_V1_MissingPart)
     }
 
@@ -50,6 +51,7 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
         let options = partOptions(for: caller, context: context)
         let habits = self.habits
         let goals = self.goals
+        let social = self.social
         var dashboard = Habitflow_Gateway_V1_Dashboard()
         let results = await withTaskGroup(of: PartResult.self) { group in
             group.addTask {
@@ -73,6 +75,17 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
                     return .missing(Self.missing(.goals, service: "goals", error: error))
                 }
             }
+            group.addTask {
+                do {
+                    let request = Habitflow_Social_V1_GetLeaderboardTopRequest.with {
+                        $0.userID = caller.userIDString
+                        $0.top = Self.leaderboardTop
+                    }
+                    return .leaderboard(try await social.getLeaderboardTop(request, options: options))
+                } catch {
+                    return .missing(Self.missing(.leaderboard, service: "social", error: error))
+                }
+            }
             var results: [PartResult] = []
             for await result in group { results.append(result) }
             return results
@@ -83,16 +96,9 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
             case .goals(let goals, let ratings):
                 dashboard.goals = goals.map(Self.goalProgress)
                 dashboard.categoryRatings = ratings.map(Self.categoryRating)
+            case .leaderboard(let top): dashboard.leaderboard = Self.leaderboard(top)
             case .missing(let part): dashboard.missingParts.append(part)
             }
-        }
-        for (part, reason) in Self.undeployedParts {
-            dashboard.missingParts.append(
-                .with {
-                    $0.part = part
-                    $0.code = Int32(RPCStatusCode.unimplemented.rawValue)
-                    $0.message = reason
-                })
         }
         dashboard.missingParts.sort { $0.part.rawValue < $1.part.rawValue }
         return dashboard
@@ -160,6 +166,29 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
             $0.overallPercent = goal.progress.overallPercent
             $0.thisWeekMet = goal.progress.thisWeekMet
             $0.shared = goal.shared
+        }
+    }
+
+    private static func leaderboard(
+        _ top: Habitflow_Social_V1_GetLeaderboardTopResponse
+    ) -> Habitflow_Gateway_V1_LeaderboardTop {
+        .with {
+            $0.top = top.entries.map(leaderboardLine)
+            $0.me = leaderboardLine(top.me)
+            $0.total = top.total
+        }
+    }
+
+    private static func leaderboardLine(_ entry: Habitflow_Social_V1_LeaderboardEntry) -> Habitflow_Gateway_V1_LeaderboardLine {
+        .with {
+            $0.rank = entry.rank
+            $0.userID = entry.person.userID
+            $0.username = entry.person.username
+            $0.displayName = entry.person.displayName
+            $0.display = entry.score.display
+            $0.percent = entry.score.percent
+            $0.habitCount = entry.score.totalHabits
+            $0.me = entry.me
         }
     }
 

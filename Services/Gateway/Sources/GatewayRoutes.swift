@@ -4,10 +4,11 @@ internal import HabitFlowGatewayProtos
 internal import HabitFlowGoalsProtos
 internal import HabitFlowHabitsProtos
 internal import HabitFlowRPCSideServices
+internal import HabitFlowSocialProtos
 
 /// What clients can reach through the gateway: the public service of each HabitFlow service, and nothing else.
-/// Internal services (`AuthInternal`, `HabitsInternal`, `GoalsInternal`, event subscribers) are simply not routed: a client calling
-/// them gets `UNIMPLEMENTED`, as for any unknown method, and reflection does not show them.
+/// Internal services (`AuthInternal`, `HabitsInternal`, `GoalsInternal`, `SocialInternal`, event subscribers) are
+/// simply not routed: a client calling them gets `UNIMPLEMENTED`, as for any unknown method, and reflection does not show them.
 enum GatewayRoutes {
     /// A public service and the process that owns it.
     struct Route {
@@ -19,7 +20,6 @@ enum GatewayRoutes {
         var descriptorSet: String
     }
 
-    /// Social joins here when it lands.
     static let forwarded = [
         Route(service: Habitflow_Auth_V1_AuthService.name, owner: "auth", descriptorSet: AuthProtosDescriptorSet.base64),
         Route(
@@ -28,6 +28,9 @@ enum GatewayRoutes {
         Route(
             service: Habitflow_Goals_V1_GoalsService.name, owner: "goals",
             descriptorSet: HabitFlowGoalsProtosDescriptorSet.base64),
+        Route(
+            service: Habitflow_Social_V1_SocialService.name, owner: "social",
+            descriptorSet: HabitFlowSocialProtosDescriptorSet.base64),
     ]
 
     /// The gateway's own services (served here, not forwarded).

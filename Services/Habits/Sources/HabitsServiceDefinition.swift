@@ -17,7 +17,7 @@ public enum HabitsServiceDefinition {
             name: "habits",
             descriptorSets: [HabitFlowHabitsProtosDescriptorSet.base64],
             eventRoutes: [
-                Habitflow_Events_V1_CategoryDeleted.protoMessageName: ["goals"],
+                Habitflow_Events_V1_CategoryDeleted.protoMessageName: ["goals", "social"],
                 Habitflow_Events_V1_HabitDeleted.protoMessageName: ["goals"],
             ]
         ) { runtime in
