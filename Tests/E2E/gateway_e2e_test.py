@@ -159,13 +159,13 @@ def register(test_case, time_zone="UTC"):
     return request, response
 
 
-def habits_rows(sql, user):
-    """One value from the habits service's schema, read with psql as the habits role; `:'user'` in `sql` is the user
-    id, quoted by psql as a literal."""
+def service_rows(service, sql, user):
+    """One value from a service's schema, read with psql as that service's role; `:'user'` in `sql` is the user id,
+    quoted by psql as a literal."""
     psql = shutil.which("psql") or "/usr/lib/postgresql/15/bin/psql"
     result = subprocess.run(
         [psql, "--no-psqlrc", "--tuples-only", "--no-align", "--set=ON_ERROR_STOP=1", "--set=user=" + user,
-         os.environ["HABITFLOW_TEST_HABITS_DATABASE_URL"]],
+         os.environ["HABITFLOW_TEST_%s_DATABASE_URL" % service.upper()]],
         input=sql, capture_output=True, text=True, timeout=RPC_TIMEOUT)
     if result.returncode != 0:
         raise RuntimeError("psql failed: %s" % result.stderr)
@@ -421,24 +421,32 @@ class GatewayEndToEnd(unittest.TestCase):
         self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertEqual(field_violations(caught.exception), ["title"])
 
-    def test_deleting_an_account_removes_its_habits(self):
-        # Auth's outbox relay runs here as in the stack, with social not deployed: the account's events must still
-        # reach habits, which then forgets the user.
+    def test_deleting_an_account_removes_its_data_everywhere(self):
+        # Auth's outbox relay runs here as in the stack: the account's UserDeleted reaches habits, goals and social,
+        # which each forget the user.
         account, registered = register(self)
         token = bearer(registered.tokens.access_token)
         self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name="Stretch", weekly_target=2), metadata=token,
                                 timeout=RPC_TIMEOUT)
         user = registered.user.id
-        self.assertEqual(habits_rows("SELECT count(*) FROM habits WHERE user_id = :'user'", user), "1")
+        self.assertEqual(service_rows("habits", "SELECT count(*) FROM habits WHERE user_id = :'user'", user), "1")
         self.auth.DeleteAccount(auth_pb2.DeleteAccountRequest(password=account.password), metadata=token,
                                 timeout=RPC_TIMEOUT)
         deadline = time.monotonic() + 20
-        while (habits_rows("SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user) != "1"
+        while (service_rows("habits", "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user) != "1"
                and time.monotonic() < deadline):
             time.sleep(0.2)
-        self.assertEqual(habits_rows("SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user), "1",
+        self.assertEqual(service_rows("habits", "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user), "1",
                          "habits never received the account's UserDeleted event")
-        self.assertEqual(habits_rows("SELECT count(*) FROM habits WHERE user_id = :'user'", user), "0")
+        self.assertEqual(service_rows("habits", "SELECT count(*) FROM habits WHERE user_id = :'user'", user), "0")
+        for service in ("goals", "social"):
+            while (service_rows(service, "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user) != "1"
+                   and time.monotonic() < deadline):
+                time.sleep(0.2)
+            self.assertEqual(service_rows(service, "SELECT count(*) FROM users WHERE user_id = :'user'", user), "0",
+                             "%s kept the deleted account" % service)
+            self.assertEqual(service_rows(service, "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user),
+                             "1", "%s never received the account's UserDeleted event" % service)
 
     def test_request_ids_come_back(self):
         _, registered = register(self)
@@ -526,7 +534,7 @@ class GatewayEndToEnd(unittest.TestCase):
         services = {service.name for service in responses[0].list_services_response.service}
         self.assertEqual(services, {
             "habitflow.auth.v1.AuthService", "habitflow.habits.v1.HabitsService", "habitflow.goals.v1.GoalsService",
-            "habitflow.gateway.v1.GatewayService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+            "habitflow.social.v1.SocialService", "habitflow.gateway.v1.GatewayService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
             "grpc.reflection.v1alpha.ServerReflection"})
         self.assertEqual(responses[1].error_response.error_code, grpc.StatusCode.NOT_FOUND.value[0])
 

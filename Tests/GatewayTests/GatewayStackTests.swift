@@ -345,12 +345,15 @@ import Testing
         #expect(
             Set(listed) == [
                 "habitflow.auth.v1.AuthService", "habitflow.habits.v1.HabitsService",
-                "habitflow.goals.v1.GoalsService", "habitflow.gateway.v1.GatewayService", "grpc.health.v1.Health",
+                "habitflow.goals.v1.GoalsService", "habitflow.social.v1.SocialService",
+                "habitflow.gateway.v1.GatewayService", "grpc.health.v1.Health",
                 "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection",
             ])
         continuation.yield(.with { $0.fileContainingSymbol = "habitflow.auth.v1.AuthInternal" })
         #expect(try #require(try await iterator.next()).errorResponse.errorCode == Int32(RPCStatusCode.notFound.rawValue))
         continuation.yield(.with { $0.fileContainingSymbol = "habitflow.goals.v1.GoalsInternal" })
+        #expect(try #require(try await iterator.next()).errorResponse.errorCode == Int32(RPCStatusCode.notFound.rawValue))
+        continuation.yield(.with { $0.fileContainingSymbol = "habitflow.social.v1.SocialInternal" })
         #expect(try #require(try await iterator.next()).errorResponse.errorCode == Int32(RPCStatusCode.notFound.rawValue))
         continuation.yield(.with { $0.fileContainingSymbol = "habitflow.auth.v1.AuthService" })
         let files = try #require(try await iterator.next()).fileDescriptorResponse.fileDescriptorProto
