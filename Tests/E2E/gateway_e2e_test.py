@@ -436,7 +436,8 @@ class GatewayEndToEnd(unittest.TestCase):
         while (service_rows("habits", "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user) != "1"
                and time.monotonic() < deadline):
             time.sleep(0.2)
-        self.assertEqual(service_rows("habits", "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user), "1",
+        self.assertEqual(service_rows("habits", "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user),
+                         "1",
                          "habits never received the account's UserDeleted event")
         self.assertEqual(service_rows("habits", "SELECT count(*) FROM habits WHERE user_id = :'user'", user), "0")
         for service in ("goals", "social"):

@@ -179,7 +179,9 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
         }
     }
 
-    private static func leaderboardLine(_ entry: Habitflow_Social_V1_LeaderboardEntry) -> Habitflow_Gateway_V1_LeaderboardLine {
+    private static func leaderboardLine(
+        _ entry: Habitflow_Social_V1_LeaderboardEntry
+    ) -> Habitflow_Gateway_V1_LeaderboardLine {
         .with {
             $0.rank = entry.rank
             $0.userID = entry.person.userID
