@@ -6,13 +6,26 @@
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 HABITFLOW_PG_USER=${HABITFLOW_PG_USER:-habitflow}
 
-# Runs a command as the cluster's owner.
+# Runs a command as the cluster's owner. As root it runs from / : the owner may not be allowed into the folder the
+# script was started from (a checkout in root's home), and Postgres' tools complain when they cannot enter it.
 pg_as_owner() {
     if [[ $(id -u) -eq 0 ]]; then
-        runuser -u "$HABITFLOW_PG_USER" -- "$@"
+        (cd / && runuser -u "$HABITFLOW_PG_USER" -- "$@")
     else
         "$@"
     fi
+}
+
+# As root, creates the unprivileged system user that owns clusters, unless it exists.
+pg_ensure_owner() {
+    if [[ $(id -u) -eq 0 ]] && ! id -u "$HABITFLOW_PG_USER" >/dev/null 2>&1; then
+        useradd --system --no-create-home --shell /usr/sbin/nologin "$HABITFLOW_PG_USER"
+    fi
+}
+
+# pg_owner_can_reach DIR: whether the cluster's owner can enter DIR (always true when not root).
+pg_owner_can_reach() {
+    [[ $(id -u) -ne 0 ]] || (cd / && runuser -u "$HABITFLOW_PG_USER" -- test -x "$1")
 }
 
 # Prints a free TCP port on 127.0.0.1.
@@ -24,9 +37,7 @@ pg_free_port() {
 # Local socket connections trust the owner; TCP connections need a password (scram-sha-256).
 pg_init() {
     local data_dir=$1 password=$2
-    if [[ $(id -u) -eq 0 ]] && ! id -u "$HABITFLOW_PG_USER" >/dev/null 2>&1; then
-        useradd --system --no-create-home --shell /usr/sbin/nologin "$HABITFLOW_PG_USER"
-    fi
+    pg_ensure_owner
     mkdir -p "$data_dir"
     [[ $(id -u) -eq 0 ]] && chown "$HABITFLOW_PG_USER" "$data_dir"
     chmod 700 "$data_dir"
