@@ -9,13 +9,14 @@ building the whole package a second time in the clone would not fit CI's time.
 """
 
 import os
+import queue
 import re
-import select
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -58,24 +59,25 @@ class RootOnlyCheckout(unittest.TestCase):
         stack = subprocess.Popen(
             [os.path.join(self.checkout, "scripts", "stack"), "--fresh"], cwd=self.checkout, env=env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        # A thread reads the output (a line the stack printed must never wait for the next one to be seen).
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in stack.stdout], daemon=True).start()
         output = []
         data_dir = None
         try:
             deadline = time.monotonic() + 240
-            while time.monotonic() < deadline and stack.poll() is None:
-                ready, _, _ = select.select([stack.stdout], [], [], 1)
-                if not ready:
-                    continue
-                line = stack.stdout.readline()
-                output.append(line)
-                if "Ctrl-C stops the stack." in line:
-                    break
+            while time.monotonic() < deadline and not any("Ctrl-C stops the stack." in line for line in output[-1:]):
+                try:
+                    output.append(lines.get(timeout=1))
+                except queue.Empty:
+                    if stack.poll() is not None:
+                        break
             text = "".join(output)
-            self.assertIn("Ctrl-C stops the stack.", text, "the stack never became ready:\n" + text[-4000:])
             moved = re.search(r"keeping the stack's data in (\S+)", text)
+            data_dir = moved.group(1) if moved else None
+            self.assertIn("Ctrl-C stops the stack.", text, "the stack never became ready:\n" + text[-4000:])
             if os.geteuid() == 0:
                 self.assertIsNotNone(moved, "as root the data cannot stay in the checkout:\n" + text[-4000:])
-                data_dir = moved.group(1)
                 self.assertTrue(data_dir.startswith("/var/lib/habitflow/stack-habitflow-"), data_dir)
                 self.assertTrue(os.path.isfile(os.path.join(data_dir, "postgres", "PG_VERSION")))
                 self.assertFalse(os.path.exists(os.path.join(self.checkout, ".data")))
@@ -93,7 +95,6 @@ class RootOnlyCheckout(unittest.TestCase):
                 except subprocess.TimeoutExpired:
                     os.killpg(stack.pid, signal.SIGKILL)
                     stack.wait()
-            stack.stdout.close()
             if data_dir:
                 self.assertFalse(os.path.exists(os.path.join(data_dir, "postgres", "postmaster.pid")),
                                  "Ctrl-C left Postgres running")
