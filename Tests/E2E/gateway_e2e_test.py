@@ -546,11 +546,43 @@ class GatewayEndToEnd(unittest.TestCase):
 
 
 class ServiceOutage(unittest.TestCase):
-    """A stack of its own, whose habits and goals services are stopped mid-test."""
+    """A stack of its own, whose services are stopped mid-test."""
 
     @classmethod
     def setUpClass(cls):
         start_stack(cls)
+
+    def test_a_service_down_during_an_account_deletion_purges_the_user_when_back(self):
+        account, registered = register(self)
+        token = bearer(registered.tokens.access_token)
+        user = registered.user.id
+        self.social.GetSharingSettings(social_service_pb2.GetSharingSettingsRequest(), metadata=token,
+                                       timeout=RPC_TIMEOUT)
+        self.assertEqual(service_rows("social", "SELECT count(*) FROM users WHERE user_id = :'user'", user), "1")
+
+        self.assertEqual(self.stack.stop("social"), 0)
+        self.auth.DeleteAccount(auth_pb2.DeleteAccountRequest(password=account.password), metadata=token,
+                                timeout=RPC_TIMEOUT)
+        # The others are not held back by the one that is down.
+        deadline = time.monotonic() + 10
+        for service in ("habits", "goals"):
+            while (service_rows(service, "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user) != "1"
+                   and time.monotonic() < deadline):
+                time.sleep(0.2)
+            self.assertEqual(service_rows(service, "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user),
+                             "1", "%s did not forget the account while social was down" % service)
+        self.assertEqual(service_rows("social", "SELECT count(*) FROM users WHERE user_id = :'user'", user), "1")
+
+        back = time.monotonic()
+        self.stack.start(["social"], peers=["auth", "habits", "goals", "social", "gateway"])
+        self.stack.wait_serving(["social"], timeout=60)
+        while (service_rows("social", "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user) != "1"
+               and time.monotonic() < back + 20):
+            time.sleep(0.2)
+        self.assertEqual(service_rows("social", "SELECT count(*) FROM users WHERE user_id = :'user'", user), "0",
+                         "social did not purge the account after it came back")
+        self.assertEqual(service_rows("social", "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user),
+                         "1")
 
     def test_a_stopped_service_is_unavailable_while_the_others_work(self):
         _, registered = register(self)
