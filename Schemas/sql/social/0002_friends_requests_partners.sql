@@ -110,10 +110,14 @@ CREATE UNIQUE INDEX partners_current ON partners (user_id) WHERE ended_at IS NUL
 CREATE INDEX partners_changes ON partners (user_id, change_seq);
 
 -- The rows above with the names of the other user in them, as the store reads them (names come from `users`,
--- kept current from auth's events).
+-- kept current from auth's events). A request is hidden from its recipient when it was sent while they blocked the
+-- sender, and while they block the sender now.
 CREATE VIEW request_details AS
 SELECT r.*, s.username AS sender_username, s.display_name AS sender_display_name,
-    t.username AS recipient_username, t.display_name AS recipient_display_name
+    t.username AS recipient_username, t.display_name AS recipient_display_name,
+    r.hidden OR EXISTS (
+        SELECT 1 FROM blocks b WHERE b.user_id = r.recipient_id AND b.blocked_id = r.sender_id AND b.deleted_at IS NULL
+    ) AS hidden_from_recipient
 FROM requests r
 JOIN users s ON s.user_id = r.sender_id
 LEFT JOIN users t ON t.user_id = r.recipient_id;

@@ -37,7 +37,7 @@ public struct RequestRecord: Sendable, Hashable {
     public var recipient: PersonRecord?
     /// Friend requests: the address as the sender typed it.
     public var addressedTo: String
-    /// Sent by someone the recipient had blocked: never shown to the recipient.
+    /// Never shown to the recipient: sent while they blocked the sender, or they block the sender now.
     public var hidden: Bool
     public var createdAt: Date
     public var updatedAt: Date

@@ -83,7 +83,7 @@ extension SocialStore {
             SELECT d.*, d.sender_seq AS feed_seq FROM request_details d WHERE d.sender_id = \(userID) \
             UNION ALL \
             SELECT d.*, d.recipient_seq AS feed_seq FROM request_details d WHERE d.recipient_id = \(userID) \
-            AND NOT d.hidden AND d.recipient_seq IS NOT NULL) r \
+            AND NOT d.hidden_from_recipient AND d.recipient_seq IS NOT NULL) r \
             WHERE feed_seq >= \(request.sequence) AND (feed_seq, id) > (\(request.sequence), \(request.id)) \
             ORDER BY feed_seq, id LIMIT \(fetch)
             """
@@ -127,7 +127,8 @@ extension SocialStore {
         let requests = try await pool.query(
             """
             SELECT * FROM request_details WHERE state <> 'canceled' \
-            AND (sender_id = \(userID) OR (recipient_id = \(userID) AND NOT hidden)) ORDER BY created_at, id
+            AND (sender_id = \(userID) OR (recipient_id = \(userID) AND NOT hidden_from_recipient)) \
+            ORDER BY created_at, id
             """
         ).map(RequestRecord.init(row:))
         let blocks = try await pool.query(

@@ -29,7 +29,8 @@ extension SocialStore {
         try await db.queryRow(
             """
             SELECT * FROM request_details WHERE sender_id = \(senderID) AND recipient_id = \(recipientID) \
-            AND kind = \(kind.rawValue) AND state = 'pending' AND NOT hidden ORDER BY created_at LIMIT 1
+            AND kind = \(kind.rawValue) AND state = 'pending' AND NOT hidden_from_recipient \
+            ORDER BY created_at LIMIT 1
             """
         ).map(RequestRecord.init(row:))
     }
@@ -77,8 +78,9 @@ extension SocialStore {
             }
             try await checkSendLimits(transaction, senderID)
             try await insertRequest(
-                transaction, id: id, kind: .friend, from: senderID, to: recipient.id, address: address, hidden: hidden,
-                senderSequence: senderSequence, recipientSequence: hidden ? nil : otherSequence, now: now)
+                transaction, id: id, kind: .friend, from: senderID, to: recipient.id, address: address,
+                hidden: hidden, senderSequence: senderSequence, recipientSequence: hidden ? nil : otherSequence,
+                now: now)
             return try required(try await request(transaction, id: id))
         }
     }
@@ -225,7 +227,8 @@ extension SocialStore {
             SELECT * FROM request_details \
             WHERE (\(kind?.rawValue as String?)::text IS NULL OR kind = \(kind?.rawValue as String?)) AND \
             ((\(outgoing) AND sender_id = \(userID) AND state IN ('pending', 'declined')) \
-            OR (\(incoming) AND recipient_id = \(userID) AND state = 'pending' AND NOT hidden)) \
+            OR (\(incoming) AND recipient_id = \(userID) AND state = 'pending' \
+            AND NOT hidden_from_recipient)) \
             ORDER BY created_at DESC, id DESC OFFSET \(offset) LIMIT \(limit)
             """
         ).map(RequestRecord.init(row:))

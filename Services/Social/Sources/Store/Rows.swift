@@ -20,7 +20,7 @@ extension RequestRecord {
                     id: $0, username: try row.decode("recipient_username", as: String?.self) ?? "",
                     displayName: try row.decode("recipient_display_name", as: String?.self) ?? "")
             },
-            addressedTo: try row.decode("addressed_to"), hidden: try row.decode("hidden"),
+            addressedTo: try row.decode("addressed_to"), hidden: try row.decode("hidden_from_recipient"),
             createdAt: try row.decode("created_at"), updatedAt: try row.decode("updated_at"))
     }
 }

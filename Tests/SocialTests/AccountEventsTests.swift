@@ -1,0 +1,123 @@
+import Foundation
+import HabitFlowEvents
+import HabitFlowRPC
+import HabitFlowSocialProtos
+import HabitFlowTestSupport
+import SwiftProtobuf
+import Testing
+
+/// Auth's account events (names, deletion), the internal export and purge.
+@Suite struct AccountEventsTests {
+    @Test func aDeletedAccountLeavesItsFriendsAndPartner() async throws {
+        try await PublishedEvents.install()
+        let sam = try await TestUser()
+        let alex = try await TestUser()
+        let chris = try await TestUser()
+        let partnership = try await sam.makePartners(with: alex)
+        try await sam.makeFriends(with: chris)
+        let pending = try await sam.sendFriendRequest(email: "x@\(UUID().uuidString).com")
+        #expect(pending.state == .pending)
+        try await sam.deleteAccount()
+
+        #expect(try await alex.friendIDs().isEmpty)
+        #expect(try await chris.friendIDs().isEmpty)
+        await expectError(.notFound) { _ = try await alex.social.getPartner(.init(), options: alex.options) }
+        #expect(try await alex.partnershipID() == nil)
+        #expect(
+            try await PublishedEvents.partnership(partnership.id).last
+                == .ended(user: sam.userID, partner: alex.userID))
+        // Nothing names sam any more on the friends' side, in the feed either.
+        let alexFeed = try await alex.social.listChanges(.init(), options: alex.options).changes
+        #expect(alexFeed.allSatisfy { $0.friendValue == nil && $0.partnershipValue == nil })
+        #expect(alexFeed.compactMap(\.requestValue).isEmpty)
+        // Sam's calls are refused, and a request to sam's username looks like one to nobody.
+        let refused = await expectError(.failedPrecondition) {
+            _ = try await sam.social.listFriends(.init(), options: sam.options)
+        }
+        #expect(preconditionType(refused) == "ACCOUNT_DELETED")
+        let toNobody = try await chris.sendFriendRequest(username: sam.username)
+        #expect(toNobody.state == .pending)
+        #expect(!toNobody.hasOther)
+        // Delivered again, the deletion changes nothing.
+        try await sam.deleteAccount()
+        #expect(try await alex.partnershipID() == nil)
+    }
+
+    @Test func namesFollowAuthsEventsLastWriteWins() async throws {
+        let sam = try await TestUser(displayName: "Sam")
+        let alex = try await TestUser(displayName: "Alex")
+        try await sam.makeFriends(with: alex)
+        func update(_ displayName: String, at instant: String) async throws {
+            var updated = Habitflow_Events_V1_UserUpdated()
+            updated.userID = alex.userID
+            updated.username = alex.username
+            updated.displayName = displayName
+            updated.updatedAt = Google_Protobuf_Timestamp(date: try instantFrom(instant))
+            try await alex.fixture.deliverAccountEvent(updated, userID: alex.userID)
+        }
+        try await update("Alexandra", at: "2099-01-02T00:00:00Z")
+        try await update("Stale", at: "2099-01-01T00:00:00Z")
+        let friends = try await sam.social.listFriends(.init(), options: sam.options)
+        #expect(friends.friends.map(\.person.displayName) == ["Alexandra"])
+        #expect(friends.friends.map(\.person.username) == [alex.username])
+    }
+
+    @Test func theExportHoldsFriendsRequestsBlocksThePartnershipAndSettings() async throws {
+        let sam = try await TestUser()
+        let alex = try await TestUser()
+        let chris = try await TestUser()
+        let dana = try await TestUser()
+        let partnership = try await sam.makePartners(with: alex)
+        let toChris = try await sam.sendFriendRequest(username: chris.username)
+        let canceled = try await sam.sendFriendRequest(email: "gone-\(UUID().uuidString.prefix(6))@example.com")
+        _ = try await sam.cancel(canceled)
+        try await sam.block(dana)
+        let hidden = try await dana.sendFriendRequest(username: sam.username)
+
+        let export = try await sam.fixture.socialInternal.exportUser(.with { $0.userID = sam.userID })
+        #expect(export.friends.map(\.person.userID) == [alex.userID])
+        #expect(export.friends.first?.partner == true)
+        let requestIDs = export.requests.map(\.id)
+        #expect(requestIDs.contains(toChris.id))
+        #expect(!requestIDs.contains(canceled.id))
+        #expect(!requestIDs.contains(hidden.id))
+        #expect(export.requests.count == 3)  // the friend request and partner request with alex, and chris's
+        #expect(export.blocked.map(\.person.userID) == [dana.userID])
+        #expect(export.partnership.id == partnership.id)
+        #expect(export.settings.shareWeeklyScore)
+        #expect(!export.settings.privateMode)
+        let nobody = try await sam.fixture.socialInternal.exportUser(
+            .with { $0.userID = UUID().uuidString.lowercased() })
+        #expect(nobody.friends.isEmpty && !nobody.hasPartnership && nobody.settings.shareWeeklyScore)
+    }
+
+    @Test func purgeUserRemovesEverythingOnce() async throws {
+        try await PublishedEvents.install()
+        let sam = try await TestUser()
+        let alex = try await TestUser()
+        let partnership = try await alex.makePartners(with: sam)
+        let internalClient = sam.fixture.socialInternal
+        #expect(try await internalClient.purgeUser(.with { $0.userID = sam.userID }).existed)
+        #expect(try await alex.friendIDs().isEmpty)
+        #expect(try await alex.partnershipID() == nil)
+        #expect(
+            try await PublishedEvents.partnership(partnership.id).last
+                == .ended(user: sam.userID, partner: alex.userID))
+        #expect(try await !internalClient.purgeUser(.with { $0.userID = sam.userID }).existed)
+        await expectError(.failedPrecondition) { _ = try await sam.social.getPartner(.init(), options: sam.options) }
+        await expectError(.invalidArgument, field: "user_id") {
+            _ = try await internalClient.purgeUser(.with { $0.userID = "sam" })
+        }
+        await expectError(.invalidArgument, field: "user_id") {
+            _ = try await internalClient.getPartnership(.init())
+        }
+    }
+
+    @Test func internalCallsNeedAService() async throws {
+        let sam = try await TestUser()
+        await expectError(.permissionDenied) {
+            _ = try await SocialInternalClient(transport: sam.fixture.socialChannel).getPartnership(
+                .with { $0.userID = sam.userID }, options: sam.options)
+        }
+    }
+}
