@@ -1,5 +1,6 @@
 import Foundation
 import HabitFlowEvents
+import HabitFlowPostgres
 import HabitFlowRPC
 import HabitFlowSocialProtos
 import HabitFlowTestSupport
@@ -60,6 +61,14 @@ import Testing
         let friends = try await sam.social.listFriends(.init(), options: sam.options)
         #expect(friends.friends.map(\.person.displayName) == ["Alexandra"])
         #expect(friends.friends.map(\.person.username) == [alex.username])
+        // UserCreated carries no display name: the username stands in (here as the latest names).
+        var created = Habitflow_Events_V1_UserCreated()
+        created.userID = alex.userID
+        created.username = alex.username
+        created.createdAt = Google_Protobuf_Timestamp(date: try instantFrom("2099-01-03T00:00:00Z"))
+        try await alex.fixture.deliverAccountEvent(created, userID: alex.userID)
+        let renamed = try await sam.social.listFriends(.init(), options: sam.options)
+        #expect(renamed.friends.map(\.person.displayName) == [alex.username])
     }
 
     @Test func theExportHoldsFriendsRequestsBlocksThePartnershipAndSettings() async throws {
@@ -111,6 +120,35 @@ import Testing
         await expectError(.invalidArgument, field: "user_id") {
             _ = try await internalClient.getPartnership(.init())
         }
+    }
+
+    /// The settings are written by SQL here (UpdateSharingSettings belongs to the leaderboard's part of the service).
+    @Test func aDeletedCategoryLeavesTheSharedCategoriesAndTheFeedCarriesTheSettings() async throws {
+        let sam = try await TestUser()
+        let kept = UUID()
+        let deleted = UUID()
+        let pool = sam.fixture.social.runtime.pool
+        _ = try await sam.social.listFriends(.init(), options: sam.options)
+        try await pool.execute(
+            """
+            INSERT INTO sharing_settings (user_id, shared_category_ids, updated_at, change_seq) \
+            VALUES (\(sam.id), \([deleted, kept])::uuid[], now(), \
+            (SELECT change_seq FROM users WHERE user_id = \(sam.id)))
+            """)
+        let before = try await sam.social.listChanges(.init(), options: sam.options)
+        #expect(before.changes.map(\.settingsValue?.sharedCategoryIds) == [[deleted, kept].map(\.lowercasedUUID)])
+        var event = Habitflow_Events_V1_CategoryDeleted()
+        event.userID = sam.userID
+        event.categoryID = deleted.lowercasedUUID
+        try await sam.fixture.deliver(
+            event, aggregate: ("category", event.categoryID), source: "habits", to: [sam.fixture.socialInternalChannel])
+        let after = try await sam.social.listChanges(.with { $0.cursor = before.nextCursor }, options: sam.options)
+        #expect(after.changes.map(\.settingsValue?.sharedCategoryIds) == [[kept.lowercasedUUID]])
+        let export = try await sam.fixture.socialInternal.exportUser(.with { $0.userID = sam.userID })
+        #expect(export.settings.sharedCategoryIds == [kept.lowercasedUUID])
+        let remembered = try await pool.queryRow(
+            "SELECT 1 FROM deleted_categories WHERE user_id = \(sam.id) AND category_id = \(deleted)")
+        #expect(remembered != nil)
     }
 
     @Test func internalCallsNeedAService() async throws {

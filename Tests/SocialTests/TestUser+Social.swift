@@ -105,6 +105,11 @@ extension Habitflow_Social_V1_Change {
         return nil
     }
 
+    var settingsValue: Habitflow_Social_V1_SharingSettings? {
+        if case .settings(let settings) = resource { return settings }
+        return nil
+    }
+
     var partnershipValue: Habitflow_Social_V1_Partnership? {
         if case .partnership(let partnership) = resource { return partnership }
         return nil
@@ -167,4 +172,8 @@ enum PublishedEvents {
 enum PartnershipEvent: Hashable {
     case started(user: String, partner: String)
     case ended(user: String, partner: String)
+}
+
+extension UUID {
+    var lowercasedUUID: String { uuidString.lowercased() }
 }
