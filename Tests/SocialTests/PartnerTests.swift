@@ -103,7 +103,11 @@ import Testing
             }
             #expect(refused?.errorReason == "PARTNER_REQUEST_PENDING")
         }
-        // Canceled, a new one may go out.
+        // Declined, it still looks pending to sam; canceled, a new one may go out.
+        #expect(try await alex.decline(first).state == .declined)
+        let afterDecline = await expectError(.failedPrecondition) { _ = try await sam.sendPartnerRequest(to: chris) }
+        #expect(afterDecline?.errorReason == "PARTNER_REQUEST_PENDING")
+        #expect(try await sam.pendingRequests(.outgoing, kind: .partner).map(\.state) == [.pending])
         _ = try await sam.cancel(first)
         _ = try await sam.social.sendPartnerRequest(.with { $0.userID = chris.userID }, options: sam.options)
     }

@@ -35,8 +35,12 @@ extension SocialStore {
                     recipientSequence: userSequence, now: now)
                 return try required(try await request(transaction, id: theirs.id))
             }
+            // A declined one counts: it still looks pending to its sender.
             if try await transaction.queryRow(
-                "SELECT 1 FROM requests WHERE sender_id = \(userID) AND kind = 'partner' AND state = 'pending'") != nil
+                """
+                SELECT 1 FROM requests WHERE sender_id = \(userID) AND kind = 'partner' \
+                AND state IN ('pending', 'declined')
+                """) != nil
             {
                 throw SocialError.partnerRequestPending
             }
