@@ -23,7 +23,21 @@ extension SocialStore {
     {
         // Checked first so that naming a stranger neither creates a user nor tells more than NOT_FOUND.
         guard try await isFriend(pool, userID, friendID) else { throw SocialError.notAFriend(friendID) }
-        return try await write(users: userID, friendID, now: now) { transaction, userSequence, friendSequence in
+        return try await retryingDeadlocks {
+            try await sendPartnerRequest(userID, friendID, requestID: requestID, now: now)
+        }
+    }
+
+    /// Starting a partnership locks the third users whose partner requests it cancels after the pair, so two such
+    /// writes can deadlock crosswise: Postgres ends one, and it runs again (the whole transaction).
+    func retryingDeadlocks<Result>(_ body: () async throws -> Result) async throws -> Result {
+        try await withTransactionRetry(logger: logger, body)
+    }
+
+    private func sendPartnerRequest(_ userID: UUID, _ friendID: UUID, requestID: UUID?, now: Date) async throws
+        -> RequestRecord
+    {
+        try await write(users: userID, friendID, now: now) { transaction, userSequence, friendSequence in
             guard try await isFriend(transaction, userID, friendID) else { throw SocialError.notAFriend(friendID) }
             try await checkNoPartner(transaction, userID, friendID)
             if let theirs = try await pendingRequest(transaction, kind: .partner, from: friendID, to: userID) {

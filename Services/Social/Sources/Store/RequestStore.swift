@@ -162,6 +162,11 @@ extension SocialStore {
     /// The recipient accepts: friends, or partners. Accepting again returns the request unchanged.
     func acceptRequest(_ requestID: UUID, by userID: UUID, now: Date) async throws -> RequestRecord {
         let found = try await actionable(requestID, by: userID, asRecipient: true, action: "accept")
+        return try await retryingDeadlocks { try await accept(found, by: userID, now: now) }
+    }
+
+    private func accept(_ found: RequestRecord, by userID: UUID, now: Date) async throws -> RequestRecord {
+        let requestID = found.id
         return try await write(users: userID, found.sender.id, now: now) { transaction, userSequence, senderSequence in
             let (current, done) = try await recheck(transaction, requestID, target: .accepted, by: userID)
             if done { return current }
