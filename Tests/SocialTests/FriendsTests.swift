@@ -171,6 +171,19 @@ import Testing
         #expect(again?.errorReason == "ALREADY_FRIENDS")
     }
 
+    @Test func askingBackAfterDecliningMakesFriends() async throws {
+        let sam = try await TestUser()
+        let alex = try await TestUser()
+        let sent = try await sam.sendFriendRequest(username: alex.username)
+        _ = try await alex.decline(sent)
+        let answer = try await alex.sendFriendRequest(email: sam.email)
+        #expect(answer.id == sent.id)
+        #expect(answer.state == .accepted)
+        #expect(try await sam.friendIDs() == [alex.userID])
+        #expect(try await sam.pendingRequests().isEmpty)
+        #expect(try await alex.pendingRequests().isEmpty)
+    }
+
     @Test func requestsOfOthersAreNotFoundAndRolesAreKept() async throws {
         let sam = try await TestUser()
         let alex = try await TestUser()

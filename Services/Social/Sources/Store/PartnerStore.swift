@@ -99,14 +99,15 @@ extension SocialStore {
     }
 
     /// Cancels the pending partner requests of the users in `sequences` but `requestID` (one partner at a time: they
-    /// can no longer be accepted). The third users they name take their own sequence values, in id order.
+    /// can no longer be accepted), declined ones too (they still look pending to their senders). The third users they name take their own sequence values, in id order.
     private func cancelOtherPartnerRequests(
         _ transaction: PostgresTransaction, of sequences: [UUID: Int64], except requestID: UUID, now: Date
     ) async throws {
         let userIDs = Array(sequences.keys)
         let others = try await transaction.query(
             """
-            SELECT id, sender_id, recipient_id FROM requests WHERE kind = 'partner' AND state = 'pending' \
+            SELECT id, sender_id, recipient_id FROM requests WHERE kind = 'partner' \
+            AND state IN ('pending', 'declined') \
             AND id <> \(requestID) AND (sender_id = ANY(\(userIDs)::uuid[]) OR recipient_id = ANY(\(userIDs)::uuid[]))
             """
         ).map { (id: try $0.decode(0, as: UUID.self), sender: try $0.decode(1, as: UUID.self),

@@ -22,14 +22,15 @@ extension SocialStore {
         ).map(RequestRecord.init(row:))
     }
 
-    /// The pending request of `kind` from `senderID` to `recipientID`, if any.
+    /// The request of `kind` from `senderID` to `recipientID` that still looks pending to its sender (one
+    /// `recipientID` declined counts: asking back now, they changed their mind), if any.
     func pendingRequest(_ db: some PostgresQueryable, kind: RequestKind, from senderID: UUID, to recipientID: UUID)
         async throws -> RequestRecord?
     {
         try await db.queryRow(
             """
             SELECT * FROM request_details WHERE sender_id = \(senderID) AND recipient_id = \(recipientID) \
-            AND kind = \(kind.rawValue) AND state = 'pending' AND NOT hidden_from_recipient \
+            AND kind = \(kind.rawValue) AND state IN ('pending', 'declined') AND NOT hidden_from_recipient \
             ORDER BY created_at LIMIT 1
             """
         ).map(RequestRecord.init(row:))
