@@ -23,7 +23,7 @@ public enum SocialServiceDefinition {
                 Habitflow_Events_V1_PartnershipEnded.protoMessageName: ["goals"],
             ]
         ) { runtime in
-            let store = SocialStore(pool: runtime.pool)
+            let store = SocialStore(pool: runtime.pool, logger: runtime.logger)
             let people = PeopleSource(client: Habitflow_Auth_V1_AuthInternal.Client(
                 transport: try runtime.channel(to: "auth")))
             let scores = ScoreSource(client: Habitflow_Habits_V1_HabitsInternal.Client(

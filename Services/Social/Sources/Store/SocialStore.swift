@@ -2,6 +2,7 @@ internal import HabitFlowCalendar
 public import Foundation
 public import HabitFlowPostgres
 public import HabitFlowServiceKit
+public import Logging
 
 /// The `social` schema: every statement the service runs. Handlers validate input; this turns it into SQL.
 ///
@@ -10,9 +11,12 @@ public import HabitFlowServiceKit
 /// requests, one partner) hold under concurrency.
 public struct SocialStore: Sendable {
     public let pool: PostgresPool
+    /// Where a transaction run again after a deadlock is noted.
+    let logger: Logger
 
-    public init(pool: PostgresPool) {
+    public init(pool: PostgresPool, logger: Logger) {
         self.pool = pool
+        self.logger = logger
     }
 
     // MARK: - Users
