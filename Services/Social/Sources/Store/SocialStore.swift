@@ -57,14 +57,16 @@ public struct SocialStore: Sendable {
             guard try await users.createIfMissing(
                 transaction, user: otherID, zone: nil, zoneChangedAt: nil, now: now) != nil
             else { throw SocialError.accountDeleted(otherID) }
-            var sequences: [UUID: Int64] = [:]
-            for id in [userID, otherID].sorted(by: { $0.uuidString < $1.uuidString }) {
+            let userFirst = userID.uuidString < otherID.uuidString
+            var sequences: [Int64] = []
+            for id in userFirst ? [userID, otherID] : [otherID, userID] {
                 guard let sequence = try await users.nextChangeSequence(transaction, user: id) else {
                     throw SocialError.accountDeleted(id)
                 }
-                sequences[id] = sequence
+                sequences.append(sequence)
             }
-            return try await body(transaction, sequences[userID]!, sequences[otherID]!)
+            return try await body(
+                transaction, userFirst ? sequences[0] : sequences[1], userFirst ? sequences[1] : sequences[0])
         }
     }
 }
