@@ -197,6 +197,68 @@ typealias SharedGoal = Habitflow_Goals_V1_Goal
         #expect(personal.progress.value == 1)
     }
 
+    @Test func socialsRelayEndsTheSharingWhenAPartnerEndsThePartnership() async throws {
+        let (owner, partner, _) = try await partners()
+        let goal = try await owner.createSharedGoal("Together")
+        // The partner ends it; social's relay delivers PartnershipEnded to goals (nothing by hand here).
+        _ = try await partner.social.endPartnership(.init(), options: partner.options)
+        let personal = try await eventually { try await owner.getGoal(goal.id) } until: { !$0.shared }
+        #expect(!personal.shared && personal.partnerID.isEmpty)
+        await expectError(.notFound) { _ = try await partner.getGoal(goal.id) }
+        let refused = await expectError(.failedPrecondition) { _ = try await owner.createSharedGoal("Again") }
+        #expect(preconditionType(refused) == "NO_PARTNER")
+    }
+
+    @Test func theCreatorUnsharesAndSharesAgain() async throws {
+        let (owner, partner, _) = try await partners()
+        let theirs = try await partner.createHabit("Jog")
+        let goal = try await owner.createSharedGoal("Together")
+        _ = try await partner.goals.linkHabit(
+            .with {
+                $0.goalID = goal.id
+                $0.habitID = theirs.id
+            }, options: partner.options)
+        let cursor = try await partner.goals.listChanges(.init(), options: partner.options).nextCursor
+        let unshared = try await owner.setShared(goal.id, false)
+        #expect(!unshared.shared && unshared.partnerID.isEmpty)
+        #expect(unshared.links.first { $0.habitID == theirs.id }?.hasLinkedUntil == true)
+        await expectError(.notFound) { _ = try await partner.getGoal(goal.id) }
+        let changes = try await partner.goals.listChanges(.with { $0.cursor = cursor }, options: partner.options)
+        #expect(changes.changes.contains { $0.goal.id == goal.id && $0.deleted })
+
+        let shared = try await owner.setShared(goal.id, true)
+        #expect(shared.shared && shared.partnerID == partner.userID)
+        #expect(try await partner.getGoal(goal.id).shared)
+        let again = try await partner.goals.listChanges(
+            .with { $0.cursor = changes.nextCursor }, options: partner.options)
+        #expect(again.changes.contains { $0.goal.id == goal.id && !$0.deleted })
+    }
+
+    @Test func eachPartnerUnlinksOnlyTheirOwnHabits() async throws {
+        let (owner, partner, _) = try await partners()
+        let mine = try await owner.createHabit("Run")
+        let theirs = try await partner.createHabit("Jog")
+        let goal = try await owner.createSharedGoal("Together", habits: [mine.id])
+        _ = try await partner.goals.linkHabit(
+            .with {
+                $0.goalID = goal.id
+                $0.habitID = theirs.id
+            }, options: partner.options)
+        // The partner's unlink of the creator's habit leaves it linked.
+        let kept = try await partner.goals.unlinkHabit(
+            .with {
+                $0.goalID = goal.id
+                $0.habitID = mine.id
+            }, options: partner.options)
+        #expect(kept.links.contains { $0.habitID == mine.id && !$0.hasLinkedUntil })
+        let unlinked = try await partner.goals.unlinkHabit(
+            .with {
+                $0.goalID = goal.id
+                $0.habitID = theirs.id
+            }, options: partner.options)
+        #expect(unlinked.links.contains { $0.habitID == theirs.id && $0.hasLinkedUntil })
+    }
+
     @Test func theDeletedCreatorsSharedGoalsLeaveThePartner() async throws {
         let (owner, partner, _) = try await partners()
         let goal = try await owner.createSharedGoal("Together")
@@ -281,6 +343,15 @@ extension TestUser {
     ) async throws -> SharedGoal {
         try await createGoal(
             title, type: type, target: type == .rating ? 5 : 20, habits: habits, shared: true, configure: configure)
+    }
+
+    func setShared(_ id: String, _ shared: Bool) async throws -> SharedGoal {
+        try await goals.updateGoal(
+            .with {
+                $0.goal.id = id
+                $0.goal.shared = shared
+                $0.updateMask.paths = ["shared"]
+            }, options: options)
     }
 
     func getGoal(_ id: String) async throws -> SharedGoal {
