@@ -259,6 +259,32 @@ typealias SharedGoal = Habitflow_Goals_V1_Goal
         #expect(unlinked.links.contains { $0.habitID == theirs.id && $0.hasLinkedUntil })
     }
 
+    @Test func aSharedQuantityGoalHoldsThePartnersUnitUntilItIsDeleted() async throws {
+        let (owner, partner, _) = try await partners()
+        let ride = try await partner.habits.createHabit(
+            .with {
+                $0.name = "Ride"
+                $0.unit = "km"
+            }, options: partner.options)
+        let goal = try await owner.createSharedGoal("Ride 500 km", type: .quantity) { $0.target.unit = "km" }
+        _ = try await partner.goals.linkHabit(
+            .with {
+                $0.goalID = goal.id
+                $0.habitID = ride.id
+            }, options: partner.options)
+        let changeUnit = {
+            _ = try await partner.habits.updateHabit(
+                .with {
+                    $0.habit.id = ride.id
+                    $0.habit.unit = "mi"
+                    $0.updateMask.paths = ["unit"]
+                }, options: partner.options)
+        }
+        await expectError(.failedPrecondition) { try await changeUnit() }
+        _ = try await owner.goals.deleteGoal(.with { $0.goalID = goal.id }, options: owner.options)
+        try await changeUnit()
+    }
+
     @Test func theDeletedCreatorsSharedGoalsLeaveThePartner() async throws {
         let (owner, partner, _) = try await partners()
         let goal = try await owner.createSharedGoal("Together")

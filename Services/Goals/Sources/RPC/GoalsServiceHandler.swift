@@ -276,6 +276,12 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
             ? try await requirePartnership(user: user.id, context: context) : nil
         _ = try await store.updateGoal(
             user: user.id, id: id, changes: changes, today: user.today, now: clock.now, partnership: partnership)
+        if changes.shared == false, let formerPartner = current.partnerID, current.type == .quantity {
+            // The partner's links ended: their habits no longer hold the goal's unit.
+            try await habits.setUnitHolds(
+                user: formerPartner, holder: Self.unitHolder(id), habits: [], unit: "",
+                options: CallOptions().propagating(from: context))
+        }
         return try await answer(id, user: user.id, context: context)
     }
 
@@ -344,11 +350,13 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         let deleted = try await ownerOnly(id, user: user.id) {
             try await store.deleteGoal(user: user.id, id: id, today: user.today, now: clock.now)
         }
-        if let deleted, deleted.type == .quantity
-        {
-            try await habits.setUnitHolds(
-                user: user.id, holder: Self.unitHolder(id), habits: [], unit: "",
-                options: CallOptions().propagating(from: context))
+        if let deleted, deleted.type == .quantity {
+            // The creator's habits and, on a shared goal, the partner's.
+            for holder in [user.id] + (deleted.partnerID.map { [$0] } ?? []) {
+                try await habits.setUnitHolds(
+                    user: holder, holder: Self.unitHolder(id), habits: [], unit: "",
+                    options: CallOptions().propagating(from: context))
+            }
         }
         return Habitflow_Goals_V1_DeleteGoalResponse()
     }
