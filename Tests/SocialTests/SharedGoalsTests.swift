@@ -285,6 +285,23 @@ typealias SharedGoal = Habitflow_Goals_V1_Goal
         try await changeUnit()
     }
 
+    @Test func partnersWhoEachShareAGoalWriteAtTheSameMomentWithoutDeadlock() async throws {
+        let (owner, partner, _) = try await partners()
+        let ownersGoal = try await owner.createSharedGoal("Mine, shared")
+        let partnersGoal = try await partner.createSharedGoal("Theirs, shared")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for round in 0..<10 {
+                group.addTask { _ = try await owner.rename(ownersGoal.id, "Mine \(round)") }
+                group.addTask { _ = try await partner.rename(partnersGoal.id, "Theirs \(round)") }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await partner.getGoal(ownersGoal.id).title.hasPrefix("Mine "))
+        #expect(try await owner.getGoal(partnersGoal.id).title.hasPrefix("Theirs "))
+        #expect(try await owner.listGoals().count == 2)
+        #expect(try await partner.listGoals().count == 2)
+    }
+
     @Test func theDeletedCreatorsSharedGoalsLeaveThePartner() async throws {
         let (owner, partner, _) = try await partners()
         let goal = try await owner.createSharedGoal("Together")
@@ -377,6 +394,15 @@ extension TestUser {
                 $0.goal.id = id
                 $0.goal.shared = shared
                 $0.updateMask.paths = ["shared"]
+            }, options: options)
+    }
+
+    func rename(_ id: String, _ title: String) async throws -> SharedGoal {
+        try await goals.updateGoal(
+            .with {
+                $0.goal.id = id
+                $0.goal.title = title
+                $0.updateMask.paths = ["title"]
             }, options: options)
     }
 

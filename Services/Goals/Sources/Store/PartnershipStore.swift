@@ -53,10 +53,28 @@ extension GoalsStore {
                 \(partnership.partnerID)) FROM partnerships p WHERE p.partnership_id = \(partnership.id) FOR UPDATE
                 """)
             if try row?.decode(0, as: Bool.self) ?? true { throw GoalsError.noPartner }
+            try await lockLowerPartners(transaction, of: userID, and: [partnership.partnerID])
             guard let sequence = try await users.nextChangeSequence(transaction, user: userID) else {
                 throw GoalsError.accountDeleted(userID)
             }
             return try await body(transaction, sequence)
+        }
+    }
+
+    /// Locks the users rows of the user's partners (on shared goals either way, and `others`) whose ids are lower than
+    /// the user's, lowest first, before the caller takes the user's own row. A change of a shared goal also takes the
+    /// partner's row (the trigger of `shared_goal_views`); taking both in id order, always, keeps two partners who
+    /// each share goals with the other from deadlocking when they write at the same moment.
+    func lockLowerPartners(_ transaction: PostgresTransaction, of userID: UUID, and others: [UUID] = []) async throws {
+        let partners = try await transaction.query(
+            """
+            SELECT partner_id FROM goals WHERE user_id = \(userID) AND partner_id IS NOT NULL \
+            UNION SELECT user_id FROM goals WHERE partner_id = \(userID)
+            """
+        ).map { try $0.decode(0, as: UUID.self) }
+        let lower = Set(partners + others).filter { $0.uuidString < userID.uuidString }
+        for partner in lower.sorted(by: { $0.uuidString < $1.uuidString }) {
+            _ = try await transaction.query("SELECT 1 FROM users WHERE user_id = \(partner) FOR UPDATE")
         }
     }
 
