@@ -48,8 +48,8 @@ CREATE INDEX goals_shared_with ON goals (partner_id, id) WHERE partner_id IS NOT
 -- goals (same sequence, same cursor), and the partner's cached progress (keyed by their users.change_seq) sees the
 -- change at once. When the partner loses access (the partnership ends, the creator unshares it, the creator's
 -- account is deleted), the row is stamped once more with removed = true: a tombstone in the partner's feed.
--- Kept by the trigger below, so no write path of goals can forget it; it locks the partner's users row after the
--- creator's (the order every shared-goal write takes).
+-- Kept by the trigger below, so no write path of goals can forget it; it locks the partner's users row too, so
+-- writes take their partners' rows in id order first (GoalsStore.lockLowerPartners) and never deadlock.
 CREATE TABLE shared_goal_views (
     user_id uuid NOT NULL REFERENCES users ON DELETE CASCADE,
     owner_id uuid NOT NULL,
