@@ -310,7 +310,8 @@ let package = Package(
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowServiceAPI", "HabitFlowCalendar", "HabitFlowCrypto",
                 "HabitFlowEvents", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowOutbox",
-                "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit", logging, swiftProtobuf,
+                "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit", "HabitFlowSocialProtos",
+                logging, swiftProtobuf,
             ],
             path: "Services/Goals/Sources",
             swiftSettings: swiftSettings

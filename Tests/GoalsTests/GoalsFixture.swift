@@ -67,6 +67,9 @@ struct GoalsFixture: Sendable {
     static func startGoals(port: Int, habitsPort: Int, clock: UserClock) async throws -> ServiceHost {
         var configuration = configuration("goals", port: port)
         configuration.serviceAddresses["habits"] = [.init(host: "127.0.0.1", port: habitsPort)]
+        // Social does not run here (nothing listens on port 1): sharing a goal answers UNAVAILABLE. Shared goals are
+        // tested with social in Tests/SocialTests/SharedGoalsTests.swift.
+        configuration.serviceAddresses["social"] = [.init(host: "127.0.0.1", port: 1)]
         return try await ServiceHost.start(
             GoalsServiceDefinition.make(clock: clock), configuration: try configuration.resolved(), logger: testLogger)
     }

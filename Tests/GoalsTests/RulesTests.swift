@@ -112,13 +112,18 @@ import Testing
         }
     }
 
-    @Test func sharingNeedsAPartner() async throws {
+    /// Sharing asks social for the partner; with social down its error reaches the client and nothing is created
+    /// (NO_PARTNER with social up: SocialTests/SharedGoalsTests).
+    @Test func sharingNeedsSocial() async throws {
         let user = try await TestUser()
-        let refused = await expectError(.failedPrecondition) {
-            _ = try await user.createGoal("Together", type: .count, target: 5) { $0.shared = true }
+        let goalID = UUID().uuidString.lowercased()
+        await expectError(.unavailable) {
+            _ = try await user.createGoal("Together", type: .count, target: 5) {
+                $0.goalID = goalID
+                $0.shared = true
+            }
         }
-        #expect(preconditionType(refused) == "NO_PARTNER")
-        #expect(refused?.message.contains("no partner") == true)
+        await expectError(.notFound) { _ = try await user.goals.getGoal(.with { $0.goalID = goalID }, options: user.options) }
     }
 
     @Test func badInputNamesEveryField() async throws {

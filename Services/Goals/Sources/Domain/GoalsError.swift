@@ -22,6 +22,8 @@ public enum GoalsError: Error, Hashable {
     /// A parent chain deeper than `GoalRules.maximumDepth`, or a goal made its own ancestor.
     case hierarchyTooDeep
     case noPartner
+    /// The caller is the partner of this shared goal: they see and track it, only its creator changes it.
+    case notGoalOwner(UUID)
     /// Assessments are for level and rating goals only.
     case notAssessable(GoalType)
     /// Level and rating goals take assessments, not habits or tasks.

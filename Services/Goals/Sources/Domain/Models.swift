@@ -125,6 +125,8 @@ public struct GoalRecord: Sendable, Hashable {
     public var targetDate: LocalDate?
     public var conversationID: String
     public var shared: Bool
+    /// The partner a shared goal is shared with (`nil` unless `shared`); `ownerID` is its creator.
+    public var partnerID: UUID?
     public var state: GoalState
     public var createdAt: Date
     public var updatedAt: Date
@@ -139,8 +141,9 @@ public struct GoalRecord: Sendable, Hashable {
         horizon: Horizon, unit: String?, levels: [String]?, ratingScale: Int?, parentGoalID: UUID?,
         startDate: LocalDate, endDate: LocalDate?, targetDate: LocalDate?, conversationID: String, shared: Bool,
         state: GoalState, createdAt: Date, updatedAt: Date, deletedAt: Date?, changeSequence: Int64,
-        createdSequence: Int64, targets: [TargetPeriod]
+        createdSequence: Int64, targets: [TargetPeriod], partnerID: UUID? = nil
     ) {
+        self.partnerID = partnerID
         self.id = id
         self.ownerID = ownerID
         self.title = title

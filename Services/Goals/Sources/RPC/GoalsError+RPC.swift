@@ -42,6 +42,11 @@ extension GoalsError: RPCErrorConvertible {
         case .noPartner:
             .failedPrecondition(
                 type: "NO_PARTNER", subject: "partner", "a shared goal needs a partner, and you have no partner")
+        case .notGoalOwner(let goalID):
+            .permissionDenied(
+                reason: "NOT_GOAL_OWNER",
+                "goals/\(goalID.lowercasedString) is shared with you: only its creator edits, pauses, completes, archives "
+                    + "or deletes it")
         case .notAssessable(let type):
             .failedPrecondition(
                 type: "NOT_ASSESSABLE", subject: "goals",

@@ -13,6 +13,8 @@ internal import HabitFlowCrypto
 struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
     let store: GoalsStore
     let reader: GoalProgressReader
+    /// Social, asked for the caller's partner when a goal is shared (`GoalsServiceHandler+Sharing`).
+    let partners: PartnerSource
 
     static let goalPageSizes = PageSizeRule.standard
     static let assessmentPageSizes = PageSizeRule.standard
@@ -126,6 +128,7 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
                 : try await answer(id, user: user.id, context: context)
         }
         let goalID = id ?? UUID.random()
+        let partnership = request.shared ? try await requirePartnership(user: user.id, context: context) : nil
         try await requireHabits(habitIDs, unit: definition.unit, category: categoryID, user: user.id, context: context)
         let holdsUnits = type == .quantity && !habitIDs.isEmpty
         let options = CallOptions().propagating(from: context)
@@ -142,7 +145,8 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         do {
             let completed = try await completedByProgress(user: user.id, today: user.today, context: context)
             _ = try await store.createGoal(
-                user: user.id, new, today: user.today, completedByProgress: completed, now: clock.now)
+                user: user.id, new, today: user.today, completedByProgress: completed, now: clock.now,
+                partnership: partnership)
         } catch {
             if holdsUnits {
                 try? await habits.setUnitHolds(
@@ -230,8 +234,11 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         }
         try validator.check()
         let user = try await caller()
-        guard let current = try await store.goal(user: user.id, id: id), !current.isDeleted else {
-            throw GoalsError.goalNotFound(id)
+        let current = try await ownerOnly(id, user: user.id) {
+            guard let current = try await store.goal(user: user.id, id: id), !current.isDeleted else {
+                throw GoalsError.goalNotFound(id)
+            }
+            return current
         }
         let goal = request.goal
         var changes = GoalChanges()
@@ -264,7 +271,17 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         if case .some(.some(let categoryID)) = changes.categoryID {
             try await requireHabits([], unit: nil, category: categoryID, user: user.id, context: context)
         }
-        _ = try await store.updateGoal(user: user.id, id: id, changes: changes, today: user.today, now: clock.now)
+        let partnership =
+            changes.shared == true && !current.shared
+            ? try await requirePartnership(user: user.id, context: context) : nil
+        _ = try await store.updateGoal(
+            user: user.id, id: id, changes: changes, today: user.today, now: clock.now, partnership: partnership)
+        if changes.shared == false, let formerPartner = current.partnerID, current.type == .quantity {
+            // The partner's links ended: their habits no longer hold the goal's unit.
+            try await habits.setUnitHolds(
+                user: formerPartner, holder: Self.unitHolder(id), habits: [], unit: "",
+                options: CallOptions().propagating(from: context))
+        }
         return try await answer(id, user: user.id, context: context)
     }
 
@@ -286,8 +303,10 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         let user = try await caller()
         let completed =
             transition == .restore ? try await completedByProgress(user: user.id, today: user.today, context: context) : []
-        _ = try await store.transition(
-            user: user.id, id: id, transition, today: user.today, completedByProgress: completed, now: clock.now)
+        _ = try await ownerOnly(id, user: user.id) {
+            try await store.transition(
+                user: user.id, id: id, transition, today: user.today, completedByProgress: completed, now: clock.now)
+        }
         return try await answer(id, user: user.id, context: context)
     }
 
@@ -328,12 +347,16 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         let id = validator.id(request.goalID, field: "goal_id")
         try validator.check()
         let user = try await caller()
-        if let deleted = try await store.deleteGoal(user: user.id, id: id, today: user.today, now: clock.now),
-            deleted.type == .quantity
-        {
-            try await habits.setUnitHolds(
-                user: user.id, holder: Self.unitHolder(id), habits: [], unit: "",
-                options: CallOptions().propagating(from: context))
+        let deleted = try await ownerOnly(id, user: user.id) {
+            try await store.deleteGoal(user: user.id, id: id, today: user.today, now: clock.now)
+        }
+        if let deleted, deleted.type == .quantity {
+            // The creator's habits and, on a shared goal, the partner's.
+            for holder in [user.id] + (deleted.partnerID.map { [$0] } ?? []) {
+                try await habits.setUnitHolds(
+                    user: holder, holder: Self.unitHolder(id), habits: [], unit: "",
+                    options: CallOptions().propagating(from: context))
+            }
         }
         return Habitflow_Goals_V1_DeleteGoalResponse()
     }
@@ -348,23 +371,26 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         let habitID = validator.id(request.habitID, field: "habit_id")
         try validator.check()
         let user = try await caller()
-        guard let goal = try await store.goal(user: user.id, id: goalID), !goal.isDeleted else {
-            throw GoalsError.goalNotFound(goalID)
-        }
+        // The caller's own goal, or one shared with them: either way they link a habit of their own.
+        let tracked = try await trackedGoal(goalID, user: user)
+        let goal = tracked.goal
         if goal.type.isAssessed { throw GoalsError.notLinkable(goal.type) }
         guard goal.type == .quantity, let unit = goal.unit else {
             try await requireHabits([habitID], unit: nil, category: nil, user: user.id, context: context)
             _ = try await store.linkHabit(
-                user: user.id, goal: goalID, habit: habitID, habitUser: user.id, today: user.today, now: clock.now)
+                user: tracked.owner, goal: goalID, habit: habitID, habitUser: user.id, today: tracked.ownerToday,
+                now: clock.now)
             return try await answer(goalID, user: user.id, context: context)
         }
         // The unit is held before the link exists, so habits never sees a linked habit change its unit.
-        let linked = try await store.openLinks(user: user.id, goal: goalID).map(\.habitID)
+        let linked = try await store.openLinks(user: tracked.owner, goal: goalID)
+            .filter { $0.habitUserID == user.id }.map(\.habitID)
         try await requireHabits([habitID], unit: unit, category: nil, user: user.id, context: context)
         try await holdUnits(of: linked + [habitID], for: goal, unit: unit, user: user.id, context: context)
         do {
             _ = try await store.linkHabit(
-                user: user.id, goal: goalID, habit: habitID, habitUser: user.id, today: user.today, now: clock.now)
+                user: tracked.owner, goal: goalID, habit: habitID, habitUser: user.id, today: tracked.ownerToday,
+                now: clock.now)
         } catch {
             try? await holdUnits(of: linked, for: goal, unit: unit, user: user.id, context: context)
             throw error
@@ -380,11 +406,14 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         let habitID = validator.id(request.habitID, field: "habit_id")
         try validator.check()
         let user = try await caller()
+        let tracked = try await trackedGoal(goalID, user: user)
         let goal = try await store.unlinkHabit(
-            user: user.id, goal: goalID, habit: habitID, today: user.today, now: clock.now)
+            user: tracked.owner, goal: goalID, habit: habitID, habitUser: user.id, today: tracked.ownerToday,
+            now: clock.now)
         if goal.type == .quantity, let unit = goal.unit {
             // Sent on every unlink, so a retry after a failed call here sets the holds right.
-            let remaining = try await store.openLinks(user: user.id, goal: goalID).map(\.habitID)
+            let remaining = try await store.openLinks(user: tracked.owner, goal: goalID)
+                .filter { $0.habitUserID == user.id }.map(\.habitID)
             try await holdUnits(of: remaining, for: goal, unit: unit, user: user.id, context: context)
         }
         return try await answer(goalID, user: user.id, context: context)
@@ -402,9 +431,9 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         try validator.check()
         let user = try await caller()
         let date = request.hasDate ? validator.pastDate(request.date, field: "date", today: user.today) : user.today
-        guard let goal = try await store.goal(user: user.id, id: goalID), !goal.isDeleted else {
-            throw GoalsError.goalNotFound(goalID)
-        }
+        // Both partners assess a shared goal; assessments are kept with the goal, under its creator.
+        let tracked = try await trackedGoal(goalID, user: user)
+        let goal = tracked.goal
         if goal.type == .level {
             let count = goal.levels?.count ?? 0
             if !(1...max(count, 1)).contains(Int(request.value)) {
@@ -418,7 +447,7 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         }
         try validator.check()
         return try await store.addAssessment(
-            user: user.id, id: id ?? UUID.random(), goal: goalID, date: date, value: Int(request.value), note: note,
+            user: tracked.owner, id: id ?? UUID.random(), goal: goalID, date: date, value: Int(request.value), note: note,
             now: clock.now
         ).proto
     }
@@ -434,7 +463,8 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
             .map { (date: $0.date, sequence: $0.sequence) }
         try validator.check()
         let user = try await caller()
-        let assessments = try await store.assessments(user: user.id, goal: goalID, after: after, limit: pageSize + 1)
+        let owner = try await trackedGoal(goalID, user: user).owner
+        let assessments = try await store.assessments(user: owner, goal: goalID, after: after, limit: pageSize + 1)
         return .with {
             let page = assessments.prefix(pageSize)
             $0.assessments = page.map(\.proto)
@@ -452,80 +482,9 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         let id = validator.id(request.assessmentID, field: "assessment_id")
         try validator.check()
         let user = try await caller()
-        try await store.deleteAssessment(user: user.id, goal: goalID, id: id, now: clock.now)
+        let owner = try await trackedGoal(goalID, user: user).owner
+        try await store.deleteAssessment(user: owner, goal: goalID, id: id, now: clock.now)
         return Habitflow_Goals_V1_DeleteAssessmentResponse()
-    }
-
-    // MARK: - History and changes
-
-    func getGoalHistory(
-        request: Habitflow_Goals_V1_GetGoalHistoryRequest, context: ServerContext
-    ) async throws -> Habitflow_Goals_V1_GetGoalHistoryResponse {
-        var validator = RequestValidator()
-        let goalID = validator.id(request.goalID, field: "goal_id")
-        let first = request.hasStartWeek ? validator.week(request.startWeek, field: "start_week") : nil
-        let last = request.hasEndWeek ? validator.week(request.endWeek, field: "end_week") : nil
-        if let first, let last {
-            if first > last {
-                validator.reject("end_week", "must not be before start_week")
-            } else if first.weeks(until: last) + 1 > Self.maximumHistoryWeeks {
-                validator.reject("end_week", "must be at most \(Self.maximumHistoryWeeks) weeks after start_week")
-            }
-        }
-        try validator.check()
-        let snapshot = try await reader.snapshot(
-            of: try CallerIdentity.requireUser(), options: CallOptions().propagating(from: context))
-        guard let goal = snapshot.goals.goals.first(where: { $0.id == goalID }) else {
-            throw GoalsError.goalNotFound(goalID)
-        }
-        var weeks = snapshot.evaluation(of: goal).weeks
-        if let first { weeks.removeAll { $0.week < first } }
-        if let last { weeks.removeAll { $0.week > last } }
-        if first == nil || last == nil, weeks.count > Self.maximumHistoryWeeks {
-            // Without a full range, the latest weeks.
-            weeks = Array(first == nil ? weeks.suffix(Self.maximumHistoryWeeks) : weeks.prefix(Self.maximumHistoryWeeks))
-        }
-        return .with { $0.weeks = weeks.map(\.proto) }
-    }
-
-    func listChanges(
-        request: Habitflow_Goals_V1_ListChangesRequest, context: ServerContext
-    ) async throws -> Habitflow_Goals_V1_ListChangesResponse {
-        var validator = RequestValidator()
-        let pageSize = validator.pageSize(request.pageSize, rule: Self.changePageSizes)
-        let cursor: ChangeCursor = validator.changeCursor(request.cursor)
-        try validator.check()
-        let user = try await caller()
-        let page = try await store.changes(user: user.id, after: cursor, limit: pageSize)
-        let next = page.changes.last?.cursor ?? cursor
-        return .with {
-            $0.changes = page.changes.map { change in
-                switch change {
-                case .goal(let goal, let links):
-                    .with {
-                        $0.goal = goal.proto(links: links)
-                        $0.deleted = goal.isDeleted
-                    }
-                case .assessment(let assessment):
-                    .with {
-                        $0.assessment = assessment.proto
-                        $0.deleted = assessment.deletedAt != nil
-                    }
-                case .task(let task):
-                    .with {
-                        $0.task = task.proto
-                        $0.deleted = task.isDeleted
-                    }
-                case .review(let review):
-                    .with {
-                        $0.review = review.proto
-                        $0.deleted = review.isDeleted
-                    }
-                }
-            }
-            $0.nextCursor = next.token
-            $0.hasMore_p = page.hasMore
-        }
     }
 }
 

@@ -134,6 +134,7 @@ extension GoalRecord {
             if let targetDate { $0.targetDate = targetDate.proto }
             $0.conversationID = conversationID
             $0.shared = shared
+            $0.partnerID = partnerID?.lowercasedString ?? ""
             $0.state = state.proto
             $0.links = links.map { $0.proto(habit: habits[$0.habitID]) }
             $0.targetHistory = targets.map { period in

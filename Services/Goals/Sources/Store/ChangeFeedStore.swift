@@ -16,10 +16,14 @@ public enum ChangedResource: Sendable, Hashable {
     case assessment(AssessmentRecord)
     case task(TaskRecord)
     case review(ReviewRecord)
+    /// A goal shared with the user that they can no longer see, whose row is gone (its creator's account was
+    /// deleted): a tombstone with only its id and creator.
+    case sharedGoalRemoved(id: UUID, owner: UUID, sequence: Int64)
 
     public var cursor: ChangeCursor {
         switch self {
         case .goal(let goal, _): ChangeCursor(sequence: goal.changeSequence, kind: .goal, id: goal.id)
+        case .sharedGoalRemoved(let id, _, let sequence): ChangeCursor(sequence: sequence, kind: .goal, id: id)
         case .assessment(let assessment):
             ChangeCursor(sequence: assessment.changeSequence, kind: .assessment, id: assessment.id)
         case .task(let task): ChangeCursor(sequence: task.changeSequence, kind: .task, id: task.id)
@@ -69,10 +73,52 @@ extension GoalsStore {
             AND (change_seq, id) > (\(review.sequence), \(review.id)) ORDER BY change_seq, id LIMIT \(fetch)
             """)
         let reviews = try await withRatings(pool, user: userID, reviewRows).map(ChangedResource.review)
-        let merged = (goals.map { ChangedResource.goal($0, links: linksByGoal[$0.id] ?? []) } + assessments + tasks
-            + reviews)
+        let shared = try await sharedGoalChanges(user: userID, after: goal, limit: fetch)
+        let merged = (goals.map { ChangedResource.goal($0, links: linksByGoal[$0.id] ?? []) } + shared + assessments
+            + tasks + reviews)
             .sorted { $0.cursor < $1.cursor }
         return (Array(merged.prefix(limit)), merged.count > limit)
+    }
+
+    /// The goals shared with the user that changed after `bound`, as the user sees them (`shared_goal_views`,
+    /// stamped with the user's own change values): in their latest state while shared, then once as a tombstone
+    /// when the user lost access (the partnership ended, the creator unshared or deleted it, or their account went).
+    private func sharedGoalChanges(user userID: UUID, after bound: (sequence: Int64, id: UUID), limit: Int) async throws
+        -> [ChangedResource]
+    {
+        let views = try await pool.query(
+            """
+            SELECT owner_id, goal_id, change_seq, removed FROM shared_goal_views WHERE user_id = \(userID) \
+            AND change_seq >= \(bound.sequence) AND (change_seq, goal_id) > (\(bound.sequence), \(bound.id)) \
+            ORDER BY change_seq, goal_id LIMIT \(limit)
+            """
+        ).map {
+            (owner: try $0.decode(0, as: UUID.self), goal: try $0.decode(1, as: UUID.self),
+                sequence: try $0.decode(2, as: Int64.self), removed: try $0.decode(3, as: Bool.self))
+        }
+        guard !views.isEmpty else { return [] }
+        let owners = Array(Set(views.map(\.owner)))
+        let ids = views.map(\.goal)
+        let goals = Dictionary(
+            try await pool.query(
+                "SELECT * FROM goal_details WHERE user_id = ANY(\(owners)::uuid[]) AND id = ANY(\(ids)::uuid[])"
+            ).map { let goal = try GoalRecord(row: $0); return (goal.id, goal) }
+        ) { first, _ in first }
+        let links = Dictionary(
+            grouping: try await pool.query(
+                """
+                SELECT * FROM goal_links WHERE user_id = ANY(\(owners)::uuid[]) AND goal_id = ANY(\(ids)::uuid[]) \
+                ORDER BY linked_from, habit_id
+                """
+            ).map(GoalLinkRecord.init(row:)), by: \.goalID)
+        return views.map { view in
+            guard var goal = goals[view.goal], goal.ownerID == view.owner else {
+                return .sharedGoalRemoved(id: view.goal, owner: view.owner, sequence: view.sequence)
+            }
+            goal.changeSequence = view.sequence
+            if view.removed, goal.deletedAt == nil { goal.deletedAt = goal.updatedAt }
+            return .goal(goal, links: view.removed ? [] : links[view.goal] ?? [])
+        }
     }
 
     /// Everything of a user's, deleted goals, assessments, tasks and reviews included, for the data export.

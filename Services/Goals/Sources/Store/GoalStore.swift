@@ -156,11 +156,15 @@ extension GoalsStore {
     }
 
     /// Creates the goal (with its first target period and links) unless a goal with its id exists: then that goal
-    /// is returned as it is (a retry), before any rule is checked.
-    public func createGoal(
-        user userID: UUID, _ new: NewGoal, today: LocalDate, completedByProgress: Set<UUID>, now: Date
+    /// is returned as it is (a retry), before any rule is checked. A shared goal needs `partnership` (social's answer
+    /// just now), which must not have ended meanwhile.
+    func createGoal(
+        user userID: UUID, _ new: NewGoal, today: LocalDate, completedByProgress: Set<UUID>, now: Date,
+        partnership: PartnershipInfo? = nil
     ) async throws -> GoalRecord {
-        try await write(user: userID) { transaction, sequence in
+        let partnership = new.shared ? partnership : nil
+        if new.shared, partnership == nil { throw GoalsError.noPartner }
+        return try await write(user: userID, sharingUnder: partnership) { transaction, sequence in
             if let existing = try await goal(transaction, user: userID, id: new.id) { return existing }
             if let categoryID = new.categoryID {
                 try await requireCategoryNotDeleted(transaction, user: userID, id: categoryID)
@@ -168,7 +172,6 @@ extension GoalsStore {
             if let parentID = new.parentGoalID {
                 try await requireParent(transaction, user: userID, parent: parentID, child: new.id, horizon: new.horizon)
             }
-            if new.shared { throw GoalsError.noPartner }
             try await requireFreeSlot(transaction, user: userID, today: today, completedByProgress: completedByProgress)
             let endDate = new.horizon.lastDay(startingOn: new.startDate)
             try await transaction.execute(
@@ -176,11 +179,11 @@ extension GoalsStore {
                 WITH goal AS ( \
                 INSERT INTO goals (user_id, id, title, description, icon, category_id, type, horizon, unit, levels, \
                 rating_scale, parent_goal_id, start_date, end_date, target_date, conversation_id, shared, created_at, \
-                updated_at, change_seq, created_seq) VALUES (\(userID), \(new.id), \(new.title), \(new.description), \
+                updated_at, change_seq, created_seq, partner_id, partnership_id) VALUES (\(userID), \(new.id), \(new.title), \(new.description), \
                 \(new.icon), \(new.categoryID as UUID?), \(new.type.rawValue), \(new.horizon.rawValue), \(new.unit as String?), \
                 \(new.levels as [String]?), \(new.ratingScale.map(Int16.init) as Int16?), \(new.parentGoalID as UUID?), \(new.startDate), \
                 \(endDate as LocalDate?), \(new.targetDate as LocalDate?), \(new.conversationID), \(new.shared), \(now), \(now), \(sequence), \
-                \(sequence)) RETURNING user_id, id) \
+                \(sequence), \(partnership?.partnerID as UUID?), \(partnership?.id as UUID?)) RETURNING user_id, id) \
                 INSERT INTO goal_targets (user_id, goal_id, week_start, value) \
                 SELECT user_id, id, \(new.startDate), \(Decimal.exact(new.target)) FROM goal
                 """)
@@ -197,11 +200,14 @@ extension GoalsStore {
     }
 
     /// Sets the given fields (last write wins). A new target applies from `today`'s week on: that week's period is
-    /// added or replaced, earlier periods stay.
-    public func updateGoal(
-        user userID: UUID, id: UUID, changes: GoalChanges, today: LocalDate, now: Date
+    /// added or replaced, earlier periods stay. Sharing needs `partnership` (social's answer just now); unsharing
+    /// ends the partner's links with `today`'s week and takes the goal from them.
+    func updateGoal(
+        user userID: UUID, id: UUID, changes: GoalChanges, today: LocalDate, now: Date,
+        partnership: PartnershipInfo? = nil
     ) async throws -> GoalRecord {
-        try await write(user: userID) { transaction, sequence in
+        let partnership = changes.shared == true ? partnership : nil
+        return try await write(user: userID, sharingUnder: partnership) { transaction, sequence in
             let current = try await liveGoal(transaction, user: userID, id: id)
             if case .some(.some(let categoryID)) = changes.categoryID {
                 try await requireCategoryNotDeleted(transaction, user: userID, id: categoryID)
@@ -209,7 +215,21 @@ extension GoalsStore {
             if case .some(.some(let parentID)) = changes.parentGoalID {
                 try await requireParent(transaction, user: userID, parent: parentID, child: id, horizon: current.horizon)
             }
-            if changes.shared == true, !current.shared { throw GoalsError.noPartner }
+            var partnerID = current.partnerID
+            var partnershipID = try await transaction.queryRow(
+                "SELECT partnership_id FROM goals WHERE user_id = \(userID) AND id = \(id)"
+            )?.decode(0, as: UUID?.self)
+            if changes.shared == true, !current.shared {
+                guard let partnership else { throw GoalsError.noPartner }
+                partnerID = partnership.partnerID
+                partnershipID = partnership.id
+            } else if changes.shared == false, let formerPartner = current.partnerID {
+                try await unshareGoal(
+                    transaction, owner: userID, goal: id, partner: formerPartner,
+                    sunday: IsoWeek(containing: max(today, current.startDate)).sunday, sequence: sequence, now: now)
+                partnerID = nil
+                partnershipID = nil
+            }
             try await transaction.execute(
                 """
                 UPDATE goals SET title = \(changes.title ?? current.title), \
@@ -218,7 +238,8 @@ extension GoalsStore {
                 parent_goal_id = \((changes.parentGoalID ?? current.parentGoalID) as UUID?), \
                 target_date = \((changes.targetDate ?? current.targetDate) as LocalDate?), \
                 conversation_id = \(changes.conversationID ?? current.conversationID), \
-                shared = \(changes.shared ?? current.shared), updated_at = \(now), change_seq = \(sequence) \
+                shared = \(partnerID != nil), partner_id = \(partnerID as UUID?), \
+                partnership_id = \(partnershipID as UUID?), updated_at = \(now), change_seq = \(sequence) \
                 WHERE user_id = \(userID) AND id = \(id)
                 """)
             let week = IsoWeek(containing: max(today, current.startDate))

@@ -40,6 +40,7 @@ public struct GoalsStore: Sendable {
         user userID: UUID, _ body: (PostgresTransaction, Int64) async throws -> Result
     ) async throws -> Result {
         try await pool.transaction { transaction in
+            try await lockLowerPartners(transaction, of: userID)
             guard let sequence = try await users.nextChangeSequence(transaction, user: userID) else {
                 throw GoalsError.accountDeleted(userID)
             }

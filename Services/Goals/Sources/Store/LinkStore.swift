@@ -39,13 +39,16 @@ extension GoalsStore {
     }
 
     /// Ends the habit's link with `today`'s week: what it gave stays. An unlinked habit leaves the goal as it is.
+    /// On a shared goal each partner unlinks only habits of their own (`habitUser`).
     public func unlinkHabit(
-        user userID: UUID, goal goalID: UUID, habit habitID: UUID, today: LocalDate, now: Date
+        user userID: UUID, goal goalID: UUID, habit habitID: UUID, habitUser habitUserID: UUID? = nil,
+        today: LocalDate, now: Date
     ) async throws -> GoalRecord {
         try await write(user: userID) { transaction, sequence in
             let goal = try await liveGoal(transaction, user: userID, id: goalID)
             let ended = try await endOpenLinks(
-                transaction, user: userID, goal: goalID, habit: habitID, today: max(today, goal.startDate))
+                transaction, user: userID, goal: goalID, habit: habitID, habitUser: habitUserID,
+                today: max(today, goal.startDate))
             if ended > 0 { try await touch(transaction, user: userID, goal: goalID, sequence: sequence, now: now) }
             return try await liveGoal(transaction, user: userID, id: goalID)
         }
@@ -61,13 +64,14 @@ extension GoalsStore {
     @discardableResult
     func endOpenLinks(
         _ transaction: PostgresTransaction, user userID: UUID, goal goalID: UUID, habit habitID: UUID? = nil,
-        today: LocalDate
+        habitUser habitUserID: UUID? = nil, today: LocalDate
     ) async throws -> Int {
         try await transaction.execute(
             """
             UPDATE goal_links SET linked_until = \(IsoWeek(containing: today).sunday) \
             WHERE user_id = \(userID) AND goal_id = \(goalID) AND linked_until IS NULL \
-            AND (\(habitID as UUID?)::uuid IS NULL OR habit_id = \(habitID as UUID?))
+            AND (\(habitID as UUID?)::uuid IS NULL OR habit_id = \(habitID as UUID?)) \
+            AND (\(habitUserID as UUID?)::uuid IS NULL OR habit_user_id = \(habitUserID as UUID?))
             """)
     }
 

@@ -26,7 +26,7 @@ extension GoalRecord {
             createdSequence: try row.decode("created_seq"),
             targets: zip(weeks, values).map {
                 TargetPeriod(weekStart: LocalDate(daysSinceEpoch: Int($0)), value: Double($1) ?? 0)
-            })
+            }, partnerID: try row.decode("partner_id"))
     }
 }
 

@@ -48,7 +48,8 @@ public enum Habitflow_Goals_V1_GoalsService {
     public protocol Handler: RPCService {
         /// Creates a goal, with its first links when habit_ids is set. FAILED_PRECONDITION when the user has 10 active or
         /// paused goals that have not ended (the message says how to free a slot), when a parent's horizon is not longer,
-        /// or when the goal is shared and the user has no partner. A repeated create with the same goal_id returns the
+        /// or when the goal is shared and the user has no partner (NO_PARTNER; the partner is asked of the social service,
+        /// whose UNAVAILABLE reaches the caller while it is down). A repeated create with the same goal_id returns the
         /// first result.
         func createGoal(request: Habitflow_Goals_V1_CreateGoalRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Goal
 
@@ -56,12 +57,15 @@ public enum Habitflow_Goals_V1_GoalsService {
         func getGoal(request: Habitflow_Goals_V1_GetGoalRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Goal
 
         /// The caller's goals (and the goals their partner shares with them), with progress, ordered by category (in the
-        /// user's category order, Uncategorized last), then by creation.
+        /// user's category order, Uncategorized last), then by creation; goals shared with the caller come after their own.
         func listGoals(request: Habitflow_Goals_V1_ListGoalsRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ListGoalsResponse
 
         /// Partial update, last write wins per field. Paths: title, description, icon, category_id, target (its value
         /// only: a new target applies from the current week), parent_goal_id, target_date, conversation_id, shared. The
-        /// type, horizon, start date, unit, levels and rating scale are fixed at creation (INVALID_ARGUMENT).
+        /// type, horizon, start date, unit, levels and rating scale are fixed at creation (INVALID_ARGUMENT). Setting
+        /// shared needs a partner now (NO_PARTNER); clearing it ends the partner's links with the current week and takes
+        /// the goal from them. On a shared goal, this and Pause/Resume/Complete/Archive/Restore/DeleteGoal are the
+        /// creator's only: the partner gets PERMISSION_DENIED (reason NOT_GOAL_OWNER).
         func updateGoal(request: Habitflow_Goals_V1_UpdateGoalRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Goal
 
         /// Active → paused. Pausing a paused goal returns it unchanged.
@@ -83,7 +87,8 @@ public enum Habitflow_Goals_V1_GoalsService {
         /// succeeds.
         func deleteGoal(request: Habitflow_Goals_V1_DeleteGoalRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_DeleteGoalResponse
 
-        /// Links one of the caller's habits from the current week on. NOT_FOUND for a habit that is not the caller's;
+        /// Links one of the caller's habits from the current week on (on a shared goal, either partner links habits of their
+        /// own; the weeks are the creator's). NOT_FOUND for a habit that is not the caller's;
         /// FAILED_PRECONDITION for a deleted habit, or for a quantity goal when the habit's unit is not the goal's (the
         /// habits service then refuses a unit change of the habit while it is linked). Linking a linked habit returns the
         /// goal unchanged.
@@ -92,7 +97,7 @@ public enum Habitflow_Goals_V1_GoalsService {
         /// Ends a link with the current week: what the habit gave stays. Unlinking an unlinked habit returns the goal.
         func unlinkHabit(request: Habitflow_Goals_V1_UnlinkHabitRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Goal
 
-        /// Adds a dated assessment to a level or rating goal. A repeated call with the same assessment_id returns the
+        /// Adds a dated assessment to a level or rating goal (either partner, on a shared goal). A repeated call with the same assessment_id returns the
         /// first result.
         func addAssessment(request: Habitflow_Goals_V1_AddAssessmentRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_Assessment
 
@@ -153,7 +158,8 @@ public enum Habitflow_Goals_V1_GoalsService {
 
         /// Everything of the caller's that changed after a cursor (goals, assessments, tasks and reviews, upserts and
         /// tombstones), for offline clients. Goals come without progress (GetGoal and ListGoals derive it). Start with an empty cursor, then
-        /// pass next_cursor; while has_more is true, call again at once.
+        /// pass next_cursor; while has_more is true, call again at once. Goals shared with the caller are in it too, and
+        /// come once more as a tombstone when the caller loses them (the partnership ended or the goal was unshared).
         func listChanges(request: Habitflow_Goals_V1_ListChangesRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_ListChangesResponse
 
         /// The plan of one ISO week (seed 004 PLN-001..PLN-007): every live goal of the caller's that is not archived and
@@ -187,7 +193,8 @@ public enum Habitflow_Goals_V1_GoalsService {
 
         /// Creates a goal, with its first links when habit_ids is set. FAILED_PRECONDITION when the user has 10 active or
         /// paused goals that have not ended (the message says how to free a slot), when a parent's horizon is not longer,
-        /// or when the goal is shared and the user has no partner. A repeated create with the same goal_id returns the
+        /// or when the goal is shared and the user has no partner (NO_PARTNER; the partner is asked of the social service,
+        /// whose UNAVAILABLE reaches the caller while it is down). A repeated create with the same goal_id returns the
         /// first result.
         public func createGoal(_ request: Habitflow_Goals_V1_CreateGoalRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_Goal {
             try await createGoalWithMetadata(request, options: options).message
@@ -207,7 +214,7 @@ public enum Habitflow_Goals_V1_GoalsService {
         }
 
         /// The caller's goals (and the goals their partner shares with them), with progress, ordered by category (in the
-        /// user's category order, Uncategorized last), then by creation.
+        /// user's category order, Uncategorized last), then by creation; goals shared with the caller come after their own.
         public func listGoals(_ request: Habitflow_Goals_V1_ListGoalsRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_ListGoalsResponse {
             try await listGoalsWithMetadata(request, options: options).message
         }
@@ -218,7 +225,10 @@ public enum Habitflow_Goals_V1_GoalsService {
 
         /// Partial update, last write wins per field. Paths: title, description, icon, category_id, target (its value
         /// only: a new target applies from the current week), parent_goal_id, target_date, conversation_id, shared. The
-        /// type, horizon, start date, unit, levels and rating scale are fixed at creation (INVALID_ARGUMENT).
+        /// type, horizon, start date, unit, levels and rating scale are fixed at creation (INVALID_ARGUMENT). Setting
+        /// shared needs a partner now (NO_PARTNER); clearing it ends the partner's links with the current week and takes
+        /// the goal from them. On a shared goal, this and Pause/Resume/Complete/Archive/Restore/DeleteGoal are the
+        /// creator's only: the partner gets PERMISSION_DENIED (reason NOT_GOAL_OWNER).
         public func updateGoal(_ request: Habitflow_Goals_V1_UpdateGoalRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_Goal {
             try await updateGoalWithMetadata(request, options: options).message
         }
@@ -282,7 +292,8 @@ public enum Habitflow_Goals_V1_GoalsService {
             try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.deleteGoal, request, options: options, idempotentByDefault: true)
         }
 
-        /// Links one of the caller's habits from the current week on. NOT_FOUND for a habit that is not the caller's;
+        /// Links one of the caller's habits from the current week on (on a shared goal, either partner links habits of their
+        /// own; the weeks are the creator's). NOT_FOUND for a habit that is not the caller's;
         /// FAILED_PRECONDITION for a deleted habit, or for a quantity goal when the habit's unit is not the goal's (the
         /// habits service then refuses a unit change of the habit while it is linked). Linking a linked habit returns the
         /// goal unchanged.
@@ -303,7 +314,7 @@ public enum Habitflow_Goals_V1_GoalsService {
             try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.unlinkHabit, request, options: options, idempotentByDefault: true)
         }
 
-        /// Adds a dated assessment to a level or rating goal. A repeated call with the same assessment_id returns the
+        /// Adds a dated assessment to a level or rating goal (either partner, on a shared goal). A repeated call with the same assessment_id returns the
         /// first result.
         public func addAssessment(_ request: Habitflow_Goals_V1_AddAssessmentRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_Assessment {
             try await addAssessmentWithMetadata(request, options: options).message
@@ -454,7 +465,8 @@ public enum Habitflow_Goals_V1_GoalsService {
 
         /// Everything of the caller's that changed after a cursor (goals, assessments, tasks and reviews, upserts and
         /// tombstones), for offline clients. Goals come without progress (GetGoal and ListGoals derive it). Start with an empty cursor, then
-        /// pass next_cursor; while has_more is true, call again at once.
+        /// pass next_cursor; while has_more is true, call again at once. Goals shared with the caller are in it too, and
+        /// come once more as a tombstone when the caller loses them (the partnership ended or the goal was unshared).
         public func listChanges(_ request: Habitflow_Goals_V1_ListChangesRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_ListChangesResponse {
             try await listChangesWithMetadata(request, options: options).message
         }
