@@ -55,6 +55,9 @@ CREATE TABLE requests (
     -- Friend requests: the address as the sender typed it (trimmed); its lowercase form finds a pending duplicate.
     addressed_to text NOT NULL DEFAULT '' CHECK (char_length(addressed_to) <= 254),
     state text NOT NULL CHECK (state IN ('pending', 'accepted', 'declined', 'canceled')),
+    -- Sent while the recipient had blocked the sender: stored like any request (the sender sees it pending), never
+    -- shown to the recipient, also after an unblock.
+    hidden boolean NOT NULL DEFAULT false,
     created_at timestamptz NOT NULL,
     updated_at timestamptz NOT NULL,
     -- Each side's change-sequence value when it last changed for that side.
@@ -105,3 +108,25 @@ CREATE TABLE partners (
 -- One partner at a time.
 CREATE UNIQUE INDEX partners_current ON partners (user_id) WHERE ended_at IS NULL;
 CREATE INDEX partners_changes ON partners (user_id, change_seq);
+
+-- The rows above with the names of the other user in them, as the store reads them (names come from `users`,
+-- kept current from auth's events).
+CREATE VIEW request_details AS
+SELECT r.*, s.username AS sender_username, s.display_name AS sender_display_name,
+    t.username AS recipient_username, t.display_name AS recipient_display_name
+FROM requests r
+JOIN users s ON s.user_id = r.sender_id
+LEFT JOIN users t ON t.user_id = r.recipient_id;
+
+CREATE VIEW friend_details AS
+SELECT f.*, u.username, u.display_name,
+    EXISTS (
+        SELECT 1 FROM partners p WHERE p.user_id = f.user_id AND p.partner_id = f.friend_id AND p.ended_at IS NULL
+    ) AS partner
+FROM friendships f
+JOIN users u ON u.user_id = f.friend_id;
+
+CREATE VIEW partner_details AS
+SELECT p.*, u.username, u.display_name
+FROM partners p
+JOIN users u ON u.user_id = p.partner_id;
