@@ -17,7 +17,7 @@ private func board(_ names: [String], at instant: String = wednesday) async thro
         try user.setNow(instant)
         users.append(user)
     }
-    for friend in users.dropFirst() { try await users[0].befriendDirectly(friend) }
+    for friend in users.dropFirst() { try await users[0].makeFriends(with: friend) }
     return users
 }
 
@@ -103,10 +103,7 @@ struct LeaderboardTests {
         let friend = try await TestUser(displayName: "Angeleno", timeZone: "America/Los_Angeles")
         try caller.setNow(instant)
         try friend.setNow(instant)
-        try await caller.befriendDirectly(
-            friend, zones: [caller.id: "Pacific/Auckland", friend.id: "America/Los_Angeles"])
-        try await caller.setSocialTimeZone("Pacific/Auckland")
-        try await friend.setSocialTimeZone("America/Los_Angeles")
+        try await caller.makeFriends(with: friend)
         // The friend's check-in is on their Sunday, in W02.
         try await score(friend, met: 1, of: 1)
 
@@ -229,7 +226,7 @@ struct LeaderboardTests {
             for try await friend in group { friends.append(friend) }
             return friends
         }
-        for friend in friends { try await me.befriendDirectly(friend) }
+        for friend in friends { try await me.makeFriends(with: friend) }
         let habit = try await me.createHabit("Only", target: 1)
         try await me.checkIn(habit)
 

@@ -113,13 +113,13 @@ struct SharingTests {
         let family = try await user.habitCategory("Family").id
         try await user.updateSharing(["shared_category_ids"]) { $0.sharedCategoryIds = [health, family] }
 
-        // What CategoryDeleted does (SocialEvents hands it to the store in the event's transaction).
-        let store = SocialDatabase.store
-        for _ in 0..<2 {  // idempotent
-            try await store.pool.transaction { transaction in
-                try await store.dropDeletedCategory(
-                    transaction, user: user.id, category: try #require(UUID(uuidString: health)), now: Date())
-            }
+        // Habits publishes CategoryDeleted (its relay does not run here: delivered as it would be, twice).
+        var deleted = Habitflow_Events_V1_CategoryDeleted()
+        deleted.userID = user.userID
+        deleted.categoryID = health
+        for _ in 0..<2 {
+            try await user.fixture.deliver(
+                deleted, aggregate: ("category", health), source: "habits", to: [user.fixture.socialInternalChannel])
         }
         #expect(try await user.sharing().sharedCategoryIds == [family])
 

@@ -15,7 +15,8 @@ struct RankedBoard: Sendable {
 }
 
 /// Builds leaderboards: the members from the store, then the scores from habits and the names from auth, one call
-/// each and both at once, whatever the number of friends (at most 101 lines, which both calls take in one).
+/// each and both at once, whatever the number of friends (at most 101 lines, which both calls take in one: habits'
+/// GetWeeklyScores takes 101 users, auth's GetUsers 500 ids).
 struct LeaderboardReader: Sendable {
     let store: SocialStore
     let people: PeopleSource
@@ -30,13 +31,13 @@ struct LeaderboardReader: Sendable {
         let members = Leaderboard.members(caller: candidates.caller, friends: candidates.friends)
         let ids = members.map(\.userID)
         async let weeks = scores.weeks(of: ids, in: week, options: options)
-        async let names = people.names(of: ids, options: options)
+        async let names = people.people(ids, options: options)
         let (userWeeks, userNames) = try await (weeks, names)
         let lines: [LeaderboardCandidate] = members.compactMap { member in
             let isCaller = member.userID == userID
             // A friend auth no longer knows is a deleted account whose UserDeleted has not arrived yet.
-            guard let name = userNames[member.userID] ?? (isCaller ? PersonName(username: "", displayName: "") : nil)
-            else { return nil }
+            let unnamed = PersonRecord(id: userID, username: "", displayName: "")
+            guard let name = userNames[member.userID] ?? (isCaller ? unnamed : nil) else { return nil }
             let userWeek = userWeeks[member.userID] ?? .empty
             return LeaderboardCandidate(
                 userID: member.userID, username: name.username, displayName: name.displayName, week: userWeek,

@@ -1,5 +1,5 @@
-public import Foundation
-public import HabitFlowPostgres
+internal import Foundation
+internal import HabitFlowPostgres
 
 /// The `sharing_settings` and `deleted_categories` tables: what each user shares with their friends.
 extension SocialStore {
@@ -15,7 +15,8 @@ extension SocialStore {
 
     /// Applies `changes` (last write wins per field) and returns the settings after them, stamped with the user's
     /// next change-sequence value for the change feed. A category habits deleted meanwhile (its CategoryDeleted came
-    /// after the caller's check with habits) is refused as not found, so a deleted category is never shared.
+    /// after the caller's check with habits; ``categoryDeleted(_:user:category:now:)`` remembers it) is refused as not
+    /// found, so a deleted category is not shared.
     func updateSharingSettings(user userID: UUID, _ changes: SharingChanges, now: Date) async throws
         -> SharingSettings
     {
@@ -49,29 +50,6 @@ extension SocialStore {
             guard let row else { return SharingSettings.defaults }
             return try Self.sharingSettings(row)
         }
-    }
-
-    /// Habits deleted one of the user's categories (CategoryDeleted): it drops out of the shared categories, and is
-    /// remembered so that an update naming it, racing with this event, is refused. Idempotent; runs in the event's
-    /// transaction. Takes the user's row lock first, so it and ``updateSharingSettings(user:_:now:)`` serialize.
-    public func dropDeletedCategory(
-        _ transaction: PostgresTransaction, user userID: UUID, category categoryID: UUID, now: Date
-    ) async throws {
-        guard try await users.createIfMissing(transaction, user: userID, zone: nil, zoneChangedAt: nil, now: now)
-            != nil,
-            let sequence = try await users.nextChangeSequence(transaction, user: userID)
-        else { return }  // a deleted account: nothing of it is re-created
-        try await transaction.execute(
-            """
-            INSERT INTO deleted_categories (user_id, category_id) VALUES (\(userID), \(categoryID)) \
-            ON CONFLICT DO NOTHING
-            """)
-        try await transaction.execute(
-            """
-            UPDATE sharing_settings SET shared_category_ids = array_remove(shared_category_ids, \(categoryID)), \
-            updated_at = \(now), change_seq = \(sequence) \
-            WHERE user_id = \(userID) AND \(categoryID) = ANY(shared_category_ids)
-            """)
     }
 
     /// A `sharing_settings` row read as `share_weekly_score, private_mode, shared_category_ids, updated_at`.
