@@ -175,7 +175,7 @@ struct EventsAndInternalTests {
 
         await expectError(.invalidArgument, field: "user_ids") {
             _ = try await internalAPI.getWeeklyScores(
-                .with { $0.userIds = (0...100).map { _ in UUID().uuidString } })
+                .with { $0.userIds = (0...101).map { _ in UUID().uuidString } })
         }
         await expectError(.invalidArgument, field: "user_ids[1]") {
             _ = try await internalAPI.getWeeklyScores(.with { $0.userIds = [alice.id.uuidString, alice.id.uuidString] })

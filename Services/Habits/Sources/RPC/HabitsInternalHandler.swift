@@ -13,7 +13,7 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
 
     static let maximumHabitsPerAggregate = 100
     static let maximumAggregateDays = 4_000
-    static let maximumUsersPerScoreCall = 100
+    static let maximumUsersPerScoreCall = 101
     static let maximumHabitsPerLookup = 100
     static let maximumHabitsPerHold = 100
     /// A holder such as "goal:<uuid>" (the column's limit in `unit_holds`).

@@ -1,9 +1,92 @@
+internal import Foundation
 internal import HabitFlowCalendar
+internal import HabitFlowCrypto
+internal import HabitFlowRPC
+internal import HabitFlowSocialProtos
 
-// BUILD PLACEHOLDER: the helper that owns the leaderboard builds it (and ScoreSource).
+/// A user's whole weekly leaderboard, ranked: what GetLeaderboard pages through and GetLeaderboardTop cuts.
+struct RankedBoard: Sendable {
+    /// The caller's current ISO week, every line's week.
+    var week: IsoWeek
+    var lines: [LeaderboardLine]
+
+    /// The caller's own line (always on the board).
+    var mine: LeaderboardLine? { lines.first { $0.candidate.isCaller } }
+}
+
+/// Builds leaderboards: the members from the store, then the scores from habits and the names from auth, one call
+/// each and both at once, whatever the number of friends (at most 101 lines, which both calls take in one: habits'
+/// GetWeeklyScores takes 101 users, auth's GetUsers 500 ids).
 struct LeaderboardReader: Sendable {
     let store: SocialStore
     let people: PeopleSource
     let scores: ScoreSource
     let clock: UserClock
+
+    /// The board of `userID`, whose zone is `zone`: the week is the user's current ISO week in that zone, for
+    /// everyone on the board (a friend whose own week differs is scored on the caller's).
+    func board(of userID: UUID, zone: UserTimeZone, options: CallOptions) async throws -> RankedBoard {
+        let week = IsoWeek(containing: clock.today(in: zone))
+        let candidates = try await store.leaderboardCandidates(of: userID)
+        let members = Leaderboard.members(caller: candidates.caller, friends: candidates.friends)
+        let ids = members.map(\.userID)
+        async let weeks = scores.weeks(of: ids, in: week, options: options)
+        async let names = people.people(ids, options: options)
+        let (userWeeks, userNames) = try await (weeks, names)
+        let lines: [LeaderboardCandidate] = members.compactMap { member in
+            let isCaller = member.userID == userID
+            // A friend auth no longer knows is a deleted account whose UserDeleted has not arrived yet.
+            let unnamed = PersonRecord(id: userID, username: "", displayName: "")
+            guard let name = userNames[member.userID] ?? (isCaller ? unnamed : nil) else { return nil }
+            let userWeek = userWeeks[member.userID] ?? .empty
+            return LeaderboardCandidate(
+                userID: member.userID, username: name.username, displayName: name.displayName, week: userWeek,
+                categoryScores: Leaderboard.sharedCategoryScores(member.settings, of: userWeek), isCaller: isCaller)
+        }
+        return RankedBoard(week: week, lines: Leaderboard.ranked(lines))
+    }
+}
+
+// MARK: - Proto mapping
+
+extension LeaderboardLine {
+    var proto: Habitflow_Social_V1_LeaderboardEntry {
+        .with {
+            $0.rank = Int32(rank)
+            $0.person = .with {
+                $0.userID = candidate.userID.lowercasedString
+                $0.username = candidate.username
+                $0.displayName = candidate.displayName
+            }
+            $0.score = candidate.week.score.leaderboardProto
+            $0.categoryScores = candidate.categoryScores.map { category in
+                .with {
+                    $0.categoryID = category.categoryID.lowercasedString
+                    $0.categoryName = category.name
+                    $0.score = category.score.leaderboardProto
+                }
+            }
+            $0.me = candidate.isCaller
+        }
+    }
+}
+
+extension WeekScore {
+    var leaderboardProto: Habitflow_Social_V1_Score {
+        .with {
+            $0.percent = Int32(percent)
+            $0.metHabits = Int32(metHabits)
+            $0.totalHabits = Int32(totalHabits)
+            $0.display = display
+        }
+    }
+}
+
+extension IsoWeek {
+    var leaderboardProto: Habitflow_Social_V1_IsoWeek {
+        .with {
+            $0.year = Int32(year)
+            $0.week = Int32(week)
+        }
+    }
 }

@@ -39,7 +39,7 @@ public enum Habitflow_Habits_V1_HabitsInternal {
         /// UNIT_MISMATCH).
         func setUnitHolds(request: Habitflow_Habits_V1_SetUnitHoldsRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_SetUnitHoldsResponse
 
-        /// Weekly scores of up to 100 users for one week, with their number of habits that week, for leaderboards. A user
+        /// Weekly scores of up to 101 users for one week, with their number of habits that week, for leaderboards. A user
         /// the service has never seen scores 0/0.
         func getWeeklyScores(request: Habitflow_Habits_V1_GetWeeklyScoresRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_GetWeeklyScoresResponse
 
@@ -107,7 +107,7 @@ public enum Habitflow_Habits_V1_HabitsInternal {
             try await transport.unary(Habitflow_Habits_V1_HabitsInternal.Method.setUnitHolds, request, options: options, idempotentByDefault: true)
         }
 
-        /// Weekly scores of up to 100 users for one week, with their number of habits that week, for leaderboards. A user
+        /// Weekly scores of up to 101 users for one week, with their number of habits that week, for leaderboards. A user
         /// the service has never seen scores 0/0.
         public func getWeeklyScores(_ request: Habitflow_Habits_V1_GetWeeklyScoresRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Habits_V1_GetWeeklyScoresResponse {
             try await getWeeklyScoresWithMetadata(request, options: options).message

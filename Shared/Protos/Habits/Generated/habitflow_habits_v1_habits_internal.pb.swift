@@ -256,7 +256,7 @@ public nonisolated struct Habitflow_Habits_V1_GetWeeklyScoresRequest: Sendable {
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  /// 1..100 user ids, no repeats.
+  /// 1..101 user ids (a user and 100 friends), no repeats.
   public var userIds: [String] = []
 
   /// Unset: each user's current week in their own time zone.
