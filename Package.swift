@@ -450,7 +450,10 @@ let package = Package(
         // Helpers shared by several test targets (a throwaway PKI made with the openssl command line, a log capture).
         .target(
             name: "HabitFlowTestSupport",
-            dependencies: ["HabitFlowCalendar", "HabitFlowGRPCProtos", "HabitFlowInternalCredential", "HabitFlowRPC", logging],
+            dependencies: [
+                "HabitFlowCalendar", "HabitFlowGRPCProtos", "HabitFlowInternalCredential", "HabitFlowRPC",
+                "HabitFlowRPCClient", "HabitFlowRPCServer", logging,
+            ],
             path: "Tests/Support",
             swiftSettings: swiftSettings
         ),

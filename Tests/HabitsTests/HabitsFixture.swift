@@ -105,12 +105,7 @@ struct HabitsFixture: Sendable {
 
     /// A channel to the host that signs its calls as `caller`.
     static func channel(to host: ServiceHost, signedAs caller: String) throws -> RPCChannel {
-        try RPCChannel(
-            configuration: RPCChannelConfiguration(host: "127.0.0.1", port: host.port),
-            interceptors: [
-                InternalCredentialClientInterceptor(credential: InternalCredential(secret: secret), caller: caller)
-            ],
-            logger: testLogger)
+        try internalChannel(to: host.port, signedAs: caller, secret: secret, logger: testLogger)
     }
 
     /// Delivers an account event as auth's outbox relay would; returns whether the service applied it (false for a

@@ -104,24 +104,10 @@ struct SocialFixture: Sendable {
         return configuration
     }
 
-    /// A port nothing listens on right now (a server bound to port 0, then stopped).
-    static func freePort() async throws -> Int {
-        let probe = RPCServer(
-            configuration: RPCServerConfiguration(host: "127.0.0.1", port: 0), services: [], interceptors: [],
-            logger: testLogger)
-        try await probe.start()
-        let port = try #require(probe.localAddress?.port)
-        await probe.shutdown()
-        return port
-    }
+    static func freePort() async throws -> Int { try await freeLoopbackPort(logger: testLogger) }
 
     static func channel(to port: Int, signedAs caller: String) throws -> RPCChannel {
-        try RPCChannel(
-            configuration: RPCChannelConfiguration(host: "127.0.0.1", port: port),
-            interceptors: [
-                InternalCredentialClientInterceptor(credential: InternalCredential(secret: secret), caller: caller)
-            ],
-            logger: testLogger)
+        try internalChannel(to: port, signedAs: caller, secret: secret, logger: testLogger)
     }
 
     var socialInternal: SocialInternalClient { SocialInternalClient(transport: socialInternalChannel) }
