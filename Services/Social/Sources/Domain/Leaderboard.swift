@@ -1,4 +1,5 @@
 public import Foundation
+internal import HabitFlowCrypto
 
 /// A weekly score as the habits service computes it (seed 004 §3.5): habits that met their target ÷ habits live that
 /// week, shown "X% (Y/Z habits)". The social service only passes it on; it never computes a score itself.
@@ -134,7 +135,7 @@ public enum Leaderboard {
             percent = candidate.week.score.percent
             habitCount = candidate.week.habitCount
             name = candidate.shownName.lowercased()
-            id = candidate.userID.uuidString.lowercased()
+            id = candidate.userID.lowercasedString
         }
 
         func ranksAbove(_ other: RankKey) -> Bool {
