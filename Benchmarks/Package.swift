@@ -102,6 +102,23 @@ let package = Package(
             path: "GoalsBenchmark",
             swiftSettings: swiftSettings
         ),
+        // The weekly leaderboard of a user with 100 friends (Benchmarks/social.sh); prints figures.
+        .executableTarget(
+            name: "social-benchmark",
+            dependencies: [
+                "HabitFlowBenchmarkSupport",
+                .product(name: "HabitFlowAuthProtos", package: "HabitFlow"),
+                .product(name: "HabitFlowHabitsProtos", package: "HabitFlow"),
+                .product(name: "HabitFlowSocialProtos", package: "HabitFlow"),
+                .product(name: "HabitFlowInternalCredential", package: "HabitFlow"),
+                .product(name: "HabitFlowPostgres", package: "HabitFlow"),
+                .product(name: "HabitFlowRPC", package: "HabitFlow"),
+                .product(name: "HabitFlowRPCClient", package: "HabitFlow"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "SocialBenchmark",
+            swiftSettings: swiftSettings
+        ),
         // The same habits RPC directly and through the gateway (Benchmarks/gateway.sh); prints figures.
         .executableTarget(
             name: "gateway-benchmark",

@@ -139,17 +139,21 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
         let requested = request.hasWeek ? validator.week(request.week, field: "week") : nil
         try validator.check()
 
-        // Users the service has not seen have no habits; their week is taken in UTC.
-        let zones = try await store.timeZones(of: userIDs)
+        // Users the service has not seen have no habits; their week is taken in UTC. A named week (a leaderboard's)
+        // needs no zone.
+        let zones = requested == nil ? try await store.timeZones(of: userIDs) : [:]
         let now = clock.now
         var weeks: [UUID: IsoWeek] = [:]
         for userID in userIDs {
             weeks[userID] = requested ?? IsoWeek(containing: (zones[userID] ?? .utc).localDate(at: now))
         }
         guard let earliest = weeks.values.min(), let latest = weeks.values.max() else { return .init() }
-        let habits = try await store.habits(of: userIDs, liveBetween: earliest, and: latest)
-        let completions = try await store.completions(in: weeks)
-        let categories = try await store.liveCategories(of: userIDs)
+        // Three independent reads, each on a connection of its own: a leaderboard waits for the slowest, not the sum.
+        async let habitRows = store.habits(of: userIDs, liveBetween: earliest, and: latest)
+        let scoredWeeks = weeks
+        async let completionRows = store.completions(in: scoredWeeks)
+        async let categoryRows = store.liveCategories(of: userIDs)
+        let (habits, completions, categories) = try await (habitRows, completionRows, categoryRows)
         return .with {
             $0.scores = userIDs.map { userID in
                 let week = weeks[userID] ?? earliest

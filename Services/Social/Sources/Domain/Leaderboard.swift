@@ -1,4 +1,5 @@
 public import Foundation
+internal import HabitFlowCrypto
 
 /// A weekly score as the habits service computes it (seed 004 §3.5): habits that met their target ÷ habits live that
 /// week, shown "X% (Y/Z habits)". The social service only passes it on; it never computes a score itself.
@@ -119,20 +120,36 @@ public enum Leaderboard {
     /// Whether `lhs` ranks above `rhs`: the higher percent first, then more habits that week, then the display name
     /// ignoring case, then the user id, so the order is total and every rank is distinct.
     public static func ranksAbove(_ lhs: LeaderboardCandidate, _ rhs: LeaderboardCandidate) -> Bool {
-        if lhs.week.score.percent != rhs.week.score.percent {
-            return lhs.week.score.percent > rhs.week.score.percent
+        RankKey(lhs).ranksAbove(RankKey(rhs))
+    }
+
+    /// What the order compares, worked out once per line rather than once per comparison (lowercasing names and
+    /// formatting ids is most of a sort's cost).
+    private struct RankKey {
+        var percent: Int
+        var habitCount: Int
+        var name: String
+        var id: String
+
+        init(_ candidate: LeaderboardCandidate) {
+            percent = candidate.week.score.percent
+            habitCount = candidate.week.habitCount
+            name = candidate.shownName.lowercased()
+            id = candidate.userID.lowercasedString
         }
-        if lhs.week.habitCount != rhs.week.habitCount { return lhs.week.habitCount > rhs.week.habitCount }
-        let lhsName = lhs.shownName.lowercased()
-        let rhsName = rhs.shownName.lowercased()
-        if lhsName != rhsName { return lhsName < rhsName }
-        return lhs.userID.uuidString.lowercased() < rhs.userID.uuidString.lowercased()
+
+        func ranksAbove(_ other: RankKey) -> Bool {
+            if percent != other.percent { return percent > other.percent }
+            if habitCount != other.habitCount { return habitCount > other.habitCount }
+            if name != other.name { return name < other.name }
+            return id < other.id
+        }
     }
 
     /// The candidates in rank order, ranked 1...N.
     public static func ranked(_ candidates: [LeaderboardCandidate]) -> [LeaderboardLine] {
-        candidates.sorted(by: ranksAbove).enumerated().map {
-            LeaderboardLine(rank: $0.offset + 1, candidate: $0.element)
-        }
+        candidates.map { (key: RankKey($0), candidate: $0) }
+            .sorted { $0.key.ranksAbove($1.key) }
+            .enumerated().map { LeaderboardLine(rank: $0.offset + 1, candidate: $0.element.candidate) }
     }
 }
