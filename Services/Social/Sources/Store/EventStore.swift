@@ -41,21 +41,21 @@ extension SocialStore {
     func categoryDeleted(_ transaction: PostgresTransaction, user userID: UUID, category categoryID: UUID, now: Date)
         async throws
     {
-        guard try await users.createIfMissing(transaction, user: userID, zone: nil, zoneChangedAt: nil, now: now) != nil
+        // The user's row lock first: a settings update naming the category either committed before (and is
+        // cleaned here) or waits and then finds it in deleted_categories.
+        guard try await users.createIfMissing(transaction, user: userID, zone: nil, zoneChangedAt: nil, now: now) != nil,
+            let sequence = try await users.nextChangeSequence(transaction, user: userID)
         else { return }
         try await transaction.execute(
             """
             INSERT INTO deleted_categories (user_id, category_id) VALUES (\(userID), \(categoryID)) \
             ON CONFLICT DO NOTHING
             """)
-        guard try await transaction.queryRow(
-            "SELECT 1 FROM sharing_settings WHERE user_id = \(userID) AND \(categoryID) = ANY(shared_category_ids)"
-        ) != nil, let sequence = try await users.nextChangeSequence(transaction, user: userID)
-        else { return }
         try await transaction.execute(
             """
             UPDATE sharing_settings SET shared_category_ids = array_remove(shared_category_ids, \(categoryID)), \
-            updated_at = \(now), change_seq = \(sequence) WHERE user_id = \(userID)
+            updated_at = \(now), change_seq = \(sequence) \
+            WHERE user_id = \(userID) AND \(categoryID) = ANY(shared_category_ids)
             """)
     }
 }
