@@ -189,7 +189,7 @@ struct LeaderboardTests {
         }
     }
 
-    @Test("Pages through the board; rank, total and my_rank are over the whole board")
+    @Test("Pages through the board; rank, total, my_rank and my line are over the whole board")
     func pagination() async throws {
         let users = try await board(["Zed", "A1", "A2", "A3", "A4"])
         for (index, friend) in users.dropFirst().enumerated() { try await score(friend, met: index + 1, of: 4) }
@@ -201,6 +201,8 @@ struct LeaderboardTests {
             let page = try await me.leaderboard(pageSize: 2, pageToken: token)
             #expect(page.total == 5)
             #expect(page.myRank == 5)
+            // The caller's own line comes on every page, also the ones it is not on.
+            #expect(page.me.person.userID == me.userID && page.me.rank == 5 && page.me.me)
             seen += page.entries
             token = page.nextPageToken
             pages += 1

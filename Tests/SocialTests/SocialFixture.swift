@@ -68,19 +68,31 @@ struct SocialFixture: Sendable {
         let habits = try await ServiceHost.start(
             HabitsServiceDefinition.make(clock: clocks.clock).withoutOutboxRelay,
             configuration: try configuration("habits", port: 0), logger: testLogger)
-        // Social's port is chosen first: goals asks social for partners, and social's relay delivers to goals.
-        let socialPort = try await freePort()
-        let goals = try await ServiceHost.start(
-            GoalsServiceDefinition.make(clock: clocks.clock),
-            configuration: try configuration(
-                "goals", port: 0, addresses: ["habits": habits.port, "social": socialPort]),
-            logger: testLogger)
-        let social = try await ServiceHost.start(
-            SocialServiceDefinition.make(clock: clocks.clock),
-            configuration: try configuration(
-                "social", port: socialPort,
-                addresses: ["auth": auth.port, "habits": habits.port, "goals": goals.port]),
-            logger: testLogger)
+        // Goals asks social for partners, and social's relay delivers to goals: social's port is chosen first. Another
+        // suite's server may take it before social binds it; then both start again on another.
+        var attempts = 0
+        var goals: ServiceHost
+        var social: ServiceHost
+        while true {
+            attempts += 1
+            let socialPort = try await freePort()
+            goals = try await ServiceHost.start(
+                GoalsServiceDefinition.make(clock: clocks.clock),
+                configuration: try configuration(
+                    "goals", port: 0, addresses: ["habits": habits.port, "social": socialPort]),
+                logger: testLogger)
+            do {
+                social = try await ServiceHost.start(
+                    SocialServiceDefinition.make(clock: clocks.clock),
+                    configuration: try configuration(
+                        "social", port: socialPort,
+                        addresses: ["auth": auth.port, "habits": habits.port, "goals": goals.port]),
+                    logger: testLogger)
+                break
+            } catch where attempts < 5 {
+                await goals.shutdown()
+            }
+        }
         return SocialFixture(
             auth: auth, habits: habits, goals: goals, social: social, clocks: clocks,
             authChannel: try channel(to: auth.port, signedAs: "gateway"),

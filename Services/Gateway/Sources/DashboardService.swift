@@ -8,13 +8,13 @@ internal import HabitFlowSocialProtos
 /// `habitflow.gateway.v1.GatewayService`: the dashboard, assembled from the services that own its parts.
 ///
 /// Parts and where they come from, each called on the caller's behalf through the service's public API (as the
-/// client's own call would be), except the leaderboard's top, which only the internal API answers in one call:
+/// client's own call would be; internal APIs refuse calls signed as the gateway, since forwarded client calls are):
 ///
 /// | part | call |
 /// |---|---|
 /// | habits (week, weekly score, habits, category scores) | `habitflow.habits.v1.HabitsService/GetWeek` |
 /// | goals (active and paused goals with progress; the latest category ratings from reviews) | `habitflow.goals.v1.GoalsService/ListGoals` and `GetCategoryRatings`, concurrently |
-/// | leaderboard (the top 5 of the caller's friends this week, and the caller's line) | `habitflow.social.v1.SocialInternal/GetLeaderboardTop` |
+/// | leaderboard (the top 5 of the caller and their friends this week, and the caller's line) | `habitflow.social.v1.SocialService/GetLeaderboard` (a page of 5) |
 ///
 /// Every part is fetched concurrently under its own deadline (the part timeout, or what is left of the call's,
 /// whichever is shorter). A part that fails is left out and named in `missing_parts` with its status (`UNAVAILABLE`
@@ -22,7 +22,7 @@ internal import HabitFlowSocialProtos
 struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
     let habits: Habitflow_Habits_V1_HabitsService.Client
     let goals: Habitflow_Goals_V1_GoalsService.Client
-    let social: Habitflow_Social_V1_SocialInternal.Client
+    let social: Habitflow_Social_V1_SocialService.Client
     let partTimeout: Duration
 
     /// Lines of the leaderboard the dashboard shows.
@@ -38,7 +38,7 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
     private enum PartResult: Sendable {
         case habits(Habitflow_Habits_V1_WeekView)
         case goals([Habitflow_Goals_V1_Goal], ratings: [Habitflow_Goals_V1_LatestCategoryRating])
-        case leaderboard(Habitflow_Social_V1_GetLeaderboardTopResponse)
+        case leaderboard(Habitflow_Social_V1_Leaderboard)
         case missing(Habitflow_Gateway_V1_MissingPart)
     }
 
@@ -77,11 +77,8 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
             }
             group.addTask {
                 do {
-                    let request = Habitflow_Social_V1_GetLeaderboardTopRequest.with {
-                        $0.userID = caller.userIDString
-                        $0.top = Self.leaderboardTop
-                    }
-                    return .leaderboard(try await social.getLeaderboardTop(request, options: options))
+                    let request = Habitflow_Social_V1_GetLeaderboardRequest.with { $0.pageSize = Self.leaderboardTop }
+                    return .leaderboard(try await social.getLeaderboard(request, options: options))
                 } catch {
                     return .missing(Self.missing(.leaderboard, service: "social", error: error))
                 }
@@ -169,9 +166,7 @@ struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
         }
     }
 
-    private static func leaderboard(
-        _ top: Habitflow_Social_V1_GetLeaderboardTopResponse
-    ) -> Habitflow_Gateway_V1_LeaderboardTop {
+    private static func leaderboard(_ top: Habitflow_Social_V1_Leaderboard) -> Habitflow_Gateway_V1_LeaderboardTop {
         .with {
             $0.top = top.entries.map(leaderboardLine)
             $0.me = leaderboardLine(top.me)

@@ -86,7 +86,7 @@ public enum GatewayServiceDefinition {
             DashboardService(
                 habits: Habitflow_Habits_V1_HabitsService.Client(transport: try channel(to: "habits")),
                 goals: Habitflow_Goals_V1_GoalsService.Client(transport: try channel(to: "goals")),
-                social: Habitflow_Social_V1_SocialInternal.Client(transport: try channel(to: "social")),
+                social: Habitflow_Social_V1_SocialService.Client(transport: try channel(to: "social")),
                 partTimeout: configuration.dashboardPartTimeout))
 
         // Keys are fetched ahead of the first call and kept fresh, so a request rarely waits for them.

@@ -36,6 +36,7 @@ extension SocialServiceHandler {
             }
             $0.total = Int32(board.lines.count)
             $0.myRank = Int32(board.mine?.rank ?? 0)
+            if let mine = board.mine { $0.me = mine.proto }
         }
     }
 }

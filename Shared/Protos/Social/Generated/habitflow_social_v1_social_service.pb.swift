@@ -457,11 +457,23 @@ public nonisolated struct Habitflow_Social_V1_Leaderboard: Sendable {
   /// The caller's rank on the whole board.
   public var myRank: Int32 = 0
 
+  /// The caller's own line, on every page (also among `entries` when on this one): the dashboard shows the top 5
+  /// and this.
+  public var me: Habitflow_Social_V1_LeaderboardEntry {
+    get {_me ?? Habitflow_Social_V1_LeaderboardEntry()}
+    set {_me = newValue}
+  }
+  /// Returns true if `me` has been explicitly set.
+  public var hasMe: Bool {self._me != nil}
+  /// Clears the value of `me`. Subsequent reads from it will return its default value.
+  public mutating func clearMe() {self._me = nil}
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
   fileprivate var _week: Habitflow_Social_V1_IsoWeek? = nil
+  fileprivate var _me: Habitflow_Social_V1_LeaderboardEntry? = nil
 }
 
 public nonisolated struct Habitflow_Social_V1_ListChangesRequest: Sendable {
@@ -1323,7 +1335,7 @@ nonisolated extension Habitflow_Social_V1_GetLeaderboardRequest: SwiftProtobuf.M
 
 nonisolated extension Habitflow_Social_V1_Leaderboard: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Leaderboard"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}week\0\u{1}entries\0\u{3}next_page_token\0\u{1}total\0\u{3}my_rank\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}week\0\u{1}entries\0\u{3}next_page_token\0\u{1}total\0\u{3}my_rank\0\u{1}me\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1336,6 +1348,7 @@ nonisolated extension Habitflow_Social_V1_Leaderboard: SwiftProtobuf.Message, Sw
       case 3: try { try decoder.decodeSingularStringField(value: &self.nextPageToken) }()
       case 4: try { try decoder.decodeSingularInt32Field(value: &self.total) }()
       case 5: try { try decoder.decodeSingularInt32Field(value: &self.myRank) }()
+      case 6: try { try decoder.decodeSingularMessageField(value: &self._me) }()
       default: break
       }
     }
@@ -1361,6 +1374,9 @@ nonisolated extension Habitflow_Social_V1_Leaderboard: SwiftProtobuf.Message, Sw
     if self.myRank != 0 {
       try visitor.visitSingularInt32Field(value: self.myRank, fieldNumber: 5)
     }
+    try { if let v = self._me {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 6)
+    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1370,6 +1386,7 @@ nonisolated extension Habitflow_Social_V1_Leaderboard: SwiftProtobuf.Message, Sw
     if lhs.nextPageToken != rhs.nextPageToken {return false}
     if lhs.total != rhs.total {return false}
     if lhs.myRank != rhs.myRank {return false}
+    if lhs._me != rhs._me {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
