@@ -70,7 +70,7 @@ def generate_messages():
 
 generate_messages()
 
-from google.protobuf import symbol_database  # noqa: E402
+from google.protobuf import field_mask_pb2, symbol_database  # noqa: E402
 from google.rpc import error_details_pb2, status_pb2  # noqa: E402
 from grpc.health.v1 import health_pb2  # noqa: E402
 from grpc.reflection.v1 import reflection_pb2  # noqa: E402
@@ -79,6 +79,7 @@ from habitflow.gateway.v1 import gateway_pb2  # noqa: E402
 from habitflow.goals.v1 import goals_internal_pb2, goals_service_pb2  # noqa: E402
 from habitflow.goals.v1 import resources_pb2 as goals_resources_pb2  # noqa: E402
 from habitflow.habits.v1 import habits_internal_pb2, habits_service_pb2, resources_pb2  # noqa: E402
+from habitflow.social.v1 import resources_pb2 as social_resources_pb2  # noqa: E402
 from habitflow.social.v1 import social_service_pb2  # noqa: E402
 
 
@@ -160,16 +161,35 @@ def register(test_case, time_zone="UTC"):
 
 
 def service_rows(service, sql, user):
-    """One value from a service's schema, read with psql as that service's role; `:'user'` in `sql` is the user id,
-    quoted by psql as a literal."""
+    """One value from a service's schema, read with psql as that service's role; `:'user'` in `sql` is the user id and
+    `:'schema'` the schema's name, quoted by psql as literals."""
     psql = shutil.which("psql") or "/usr/lib/postgresql/15/bin/psql"
     result = subprocess.run(
         [psql, "--no-psqlrc", "--tuples-only", "--no-align", "--set=ON_ERROR_STOP=1", "--set=user=" + user,
+         "--set=schema=" + service,
          os.environ["HABITFLOW_TEST_%s_DATABASE_URL" % service.upper()]],
         input=sql, capture_output=True, text=True, timeout=RPC_TIMEOUT)
     if result.returncode != 0:
         raise RuntimeError("psql failed: %s" % result.stderr)
     return result.stdout.strip()
+
+
+def rows_naming(service, user):
+    """The tables and uuid columns of a service's schema (but deleted_users) that hold the user id, as
+    "table.column=count" joined by commas; empty when none does. Read as the service's own role."""
+    sql = """
+        SELECT coalesce(string_agg(found, ',' ORDER BY found), '') FROM (
+            SELECT format('%s.%s=%s', c.table_name, c.column_name, n.count) AS found
+            FROM information_schema.columns AS c
+            JOIN information_schema.tables AS t USING (table_schema, table_name)
+            CROSS JOIN LATERAL (
+                SELECT (xpath('/row/count/text()', query_to_xml(format('SELECT count(*) FROM %I.%I WHERE %I = %L',
+                        c.table_schema, c.table_name, c.column_name, :'user'), false, true, '')))[1]::text::int
+            ) AS n(count)
+            WHERE c.table_schema = :'schema' AND c.data_type = 'uuid' AND t.table_type = 'BASE TABLE'
+              AND c.table_name <> 'deleted_users' AND n.count > 0) AS holders
+    """
+    return service_rows(service, sql, user)
 
 
 def bearer(token):
@@ -423,31 +443,81 @@ class GatewayEndToEnd(unittest.TestCase):
 
     def test_deleting_an_account_removes_its_data_everywhere(self):
         # Auth's outbox relay runs here as in the stack: the account's UserDeleted reaches habits, goals and social,
-        # which each forget the user.
+        # which each forget the user; the partner keeps the goal they shared as their own.
         account, registered = register(self)
-        token = bearer(registered.tokens.access_token)
-        self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name="Stretch", weekly_target=2), metadata=token,
-                                timeout=RPC_TIMEOUT)
+        ben_account, ben = register(self)
+        token, ben_token = bearer(registered.tokens.access_token), bearer(ben.tokens.access_token)
         user = registered.user.id
-        self.assertEqual(service_rows("habits", "SELECT count(*) FROM habits WHERE user_id = :'user'", user), "1")
+        habit = self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name="Stretch", weekly_target=2),
+                                        metadata=token, timeout=RPC_TIMEOUT)
+        self.habits.MarkHabitDone(habits_service_pb2.MarkHabitDoneRequest(habit_id=habit.id), metadata=token,
+                                  timeout=RPC_TIMEOUT)
+        self.goals.CreateGoal(
+            goals_service_pb2.CreateGoalRequest(
+                title="Stretch twice a week", type=goals_resources_pb2.GOAL_TYPE_WEEKLY_HABIT,
+                target=goals_resources_pb2.GoalTarget(value=2), horizon=goals_resources_pb2.HORIZON_FOUR_WEEKS,
+                habit_ids=[habit.id]),
+            metadata=token, timeout=RPC_TIMEOUT)
+        request = self.social.SendFriendRequest(social_service_pb2.SendFriendRequestRequest(email=ben_account.email),
+                                                metadata=token, timeout=RPC_TIMEOUT)
+        self.social.AcceptRequest(social_service_pb2.AcceptRequestRequest(request_id=request.id), metadata=ben_token,
+                                  timeout=RPC_TIMEOUT)
+        partner = self.social.SendPartnerRequest(social_service_pb2.SendPartnerRequestRequest(user_id=user),
+                                                 metadata=ben_token, timeout=RPC_TIMEOUT)
+        self.social.AcceptRequest(social_service_pb2.AcceptRequestRequest(request_id=partner.id), metadata=token,
+                                  timeout=RPC_TIMEOUT)
+        shared = self.goals.CreateGoal(
+            goals_service_pb2.CreateGoalRequest(
+                title="Walk together", type=goals_resources_pb2.GOAL_TYPE_COUNT,
+                target=goals_resources_pb2.GoalTarget(value=20), horizon=goals_resources_pb2.HORIZON_ONGOING,
+                shared=True),
+            metadata=ben_token, timeout=RPC_TIMEOUT)
+        # One each way: the deleted user's own shared goal leaves ben's view with a tombstone naming nobody.
+        self.goals.CreateGoal(
+            goals_service_pb2.CreateGoalRequest(
+                title="Read together", type=goals_resources_pb2.GOAL_TYPE_COUNT,
+                target=goals_resources_pb2.GoalTarget(value=12), horizon=goals_resources_pb2.HORIZON_ONGOING,
+                shared=True),
+            metadata=token, timeout=RPC_TIMEOUT)
+        self.social.UpdateSharingSettings(
+            social_service_pb2.UpdateSharingSettingsRequest(
+                settings=social_resources_pb2.SharingSettings(private_mode=True),
+                update_mask=field_mask_pb2.FieldMask(paths=["private_mode"])),
+            metadata=token, timeout=RPC_TIMEOUT)
+        for service in ("auth", "habits", "goals", "social"):
+            self.assertNotEqual(rows_naming(service, user), "", "%s holds nothing of the user before" % service)
+
+        deleted = time.monotonic()
         self.auth.DeleteAccount(auth_pb2.DeleteAccountRequest(password=account.password), metadata=token,
                                 timeout=RPC_TIMEOUT)
-        deadline = time.monotonic() + 20
-        while (service_rows("habits", "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user) != "1"
-               and time.monotonic() < deadline):
-            time.sleep(0.2)
-        self.assertEqual(service_rows("habits", "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user),
-                         "1",
-                         "habits never received the account's UserDeleted event")
-        self.assertEqual(service_rows("habits", "SELECT count(*) FROM habits WHERE user_id = :'user'", user), "0")
-        for service in ("goals", "social"):
-            while (service_rows(service, "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user) != "1"
-                   and time.monotonic() < deadline):
+        # Within 10 s no table of any schema, each read as its own role, names the user (but `deleted_users`,
+        # which remembers the account so that nothing of it is made again).
+        for service in ("auth", "habits", "goals", "social"):
+            while rows_naming(service, user) != "" and time.monotonic() < deleted + 10:
                 time.sleep(0.2)
-            self.assertEqual(service_rows(service, "SELECT count(*) FROM users WHERE user_id = :'user'", user), "0",
-                             "%s kept the deleted account" % service)
+            self.assertEqual(rows_naming(service, user), "", "%s still holds rows of the deleted user" % service)
+        for service in ("habits", "goals", "social"):
             self.assertEqual(service_rows(service, "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user),
                              "1", "%s never received the account's UserDeleted event" % service)
+
+        # The partner keeps the shared goal as their own; the friend is gone from their list.
+        deadline = time.monotonic() + 10
+        while True:
+            kept = self.goals.GetGoal(goals_service_pb2.GetGoalRequest(goal_id=shared.id), metadata=ben_token,
+                                      timeout=RPC_TIMEOUT)
+            if not kept.shared or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertFalse(kept.shared)
+        self.assertEqual(kept.partner_id, "")
+        friends = self.social.ListFriends(social_service_pb2.ListFriendsRequest(), metadata=ben_token,
+                                          timeout=RPC_TIMEOUT)
+        self.assertEqual(len(friends.friends), 0)
+        # The address and the username can be registered again.
+        again = self.auth.Register(
+            auth_pb2.RegisterRequest(email=account.email, username=account.username, password=account.password),
+            timeout=RPC_TIMEOUT)
+        self.assertNotEqual(again.user.id, user)
 
     def test_request_ids_come_back(self):
         _, registered = register(self)

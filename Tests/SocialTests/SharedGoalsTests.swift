@@ -309,7 +309,8 @@ typealias SharedGoal = Habitflow_Goals_V1_Goal
         try await owner.deleteAccount()
         await expectError(.notFound) { _ = try await partner.getGoal(goal.id) }
         let changes = try await partner.goals.listChanges(.with { $0.cursor = cursor }, options: partner.options)
-        #expect(changes.changes.contains { $0.goal.id == goal.id && $0.deleted })
+        // A tombstone with the goal's id only: nothing of the deleted account is kept, not even its id.
+        #expect(changes.changes.contains { $0.goal.id == goal.id && $0.deleted && $0.goal.ownerID.isEmpty })
     }
 
     @Test func partnershipEventsApplyInAnyOrder() async throws {

@@ -77,7 +77,7 @@ extension GoalsServiceHandler {
                     .with {
                         $0.goal = .with {
                             $0.id = goalID.lowercasedString
-                            $0.ownerID = owner.lowercasedString
+                            if let owner { $0.ownerID = owner.lowercasedString }
                             $0.deleted = true
                         }
                         $0.deleted = true

@@ -17,8 +17,8 @@ public enum ChangedResource: Sendable, Hashable {
     case task(TaskRecord)
     case review(ReviewRecord)
     /// A goal shared with the user that they can no longer see, whose row is gone (its creator's account was
-    /// deleted): a tombstone with only its id and creator.
-    case sharedGoalRemoved(id: UUID, owner: UUID, sequence: Int64)
+    /// deleted): a tombstone with only its id (the creator's is no longer kept: `owner` is nil).
+    case sharedGoalRemoved(id: UUID, owner: UUID?, sequence: Int64)
 
     public var cursor: ChangeCursor {
         switch self {
@@ -113,7 +113,8 @@ extension GoalsStore {
             ).map(GoalLinkRecord.init(row:)), by: \.goalID)
         return views.map { view in
             guard var goal = goals[view.goal], goal.ownerID == view.owner else {
-                return .sharedGoalRemoved(id: view.goal, owner: view.owner, sequence: view.sequence)
+                return .sharedGoalRemoved(
+                    id: view.goal, owner: view.owner == Self.deletedCreator ? nil : view.owner, sequence: view.sequence)
             }
             goal.changeSequence = view.sequence
             if view.removed, goal.deletedAt == nil { goal.deletedAt = goal.updatedAt }

@@ -19,16 +19,22 @@ struct SharedWithUser: Sendable, Hashable {
 // `shared_goal_views`) the partner's. Sharing a goal and PartnershipEnded both lock the partnership row first, so a
 // goal is never shared under a partnership whose end was already applied, and an end never misses a goal.
 extension GoalsStore {
+    /// The creator a partner's tombstone names once the creator's account is deleted: none (the nil UUID).
+    static let deletedCreator = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+
     /// Records what goals learns of a partnership (an answer of social's or one of its events), in any order: the
     /// start is kept once known, an end is set once and never cleared. Locks the row until commit.
     func recordPartnership(
         _ transaction: PostgresTransaction, id: UUID, users: (UUID, UUID), startedAt: Date?, endedAt: Date?
     ) async throws {
         let (first, second) = users.0.uuidString < users.1.uuidString ? users : (users.1, users.0)
+        // Nothing is recorded of a deleted account (its partnerships went with it; an event arriving after
+        // UserDeleted would otherwise bring its id back).
         try await transaction.execute(
             """
             INSERT INTO partnerships (partnership_id, user_a, user_b, started_at, ended_at) \
-            VALUES (\(id), \(first), \(second), \(startedAt as Date?), \(endedAt as Date?)) \
+            SELECT \(id), \(first), \(second), \(startedAt as Date?), \(endedAt as Date?) \
+            WHERE NOT EXISTS (SELECT 1 FROM deleted_users WHERE user_id IN (\(first), \(second))) \
             ON CONFLICT (partnership_id) DO UPDATE SET \
             started_at = coalesce(partnerships.started_at, EXCLUDED.started_at), \
             ended_at = coalesce(partnerships.ended_at, EXCLUDED.ended_at)
@@ -152,15 +158,13 @@ extension GoalsStore {
         }
     }
 
-    /// UserDeleted (before the user's rows go): their partnerships end; goals shared with them become their
+    /// UserDeleted (before the user's rows go): their partnerships go; goals shared with them become their
     /// creators' personal goals and lose every link of the deleted user's (their entries are gone from habits too);
-    /// their own shared goals are unshared first, so their partners' feeds get the tombstones.
+    /// their own shared goals are unshared first, so their partners' feeds get the tombstones, which then name no
+    /// creator (``deletedCreator``): nothing left in the schema names the account.
     func partnerAccountDeleted(_ transaction: PostgresTransaction, user userID: UUID, clock: UserClock) async throws {
-        try await transaction.execute(
-            """
-            UPDATE partnerships SET ended_at = coalesce(ended_at, \(clock.now)) \
-            WHERE user_a = \(userID) OR user_b = \(userID)
-            """)
+        // Deleting the rows locks them: a share waiting on one (FOR UPDATE) then finds none and is refused.
+        try await transaction.execute("DELETE FROM partnerships WHERE user_a = \(userID) OR user_b = \(userID)")
         let owners = try await transaction.query(
             "SELECT DISTINCT user_id FROM goals WHERE partner_id = \(userID) OR (user_id = \(userID) AND shared)"
         ).map { try $0.decode(0, as: UUID.self) }
@@ -176,6 +180,11 @@ extension GoalsStore {
             RETURNING user_id, goal_id
             """
         ).map { (owner: try $0.decode(0, as: UUID.self), goal: try $0.decode(1, as: UUID.self)) }
+        try await transaction.execute(
+            """
+            UPDATE shared_goal_views SET owner_id = \(Self.deletedCreator) \
+            WHERE owner_id = \(userID) AND user_id <> \(userID)
+            """)
         for (owner, goals) in Dictionary(grouping: linked, by: \.owner) {
             guard let sequence = try await users.nextChangeSequence(transaction, user: owner) else { continue }
             try await transaction.execute(
