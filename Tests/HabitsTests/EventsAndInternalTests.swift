@@ -150,7 +150,7 @@ struct EventsAndInternalTests {
         try bob.setNow("2026-01-14T12:00:00Z")
         let health = try #require(try await alice.categories().first { $0.name == "Health" })
         let walk = try await alice.createHabit("Walk", target: 1, category: health.id)
-        _ = try await alice.createHabit("Read", target: 2)
+        let read = try await alice.createHabit("Read", target: 2)
         try await alice.markDone(walk)
         let gym = try await bob.createHabit("Gym", target: 1)
         try await bob.markDone(gym)
@@ -167,11 +167,22 @@ struct EventsAndInternalTests {
         #expect(response.scores[0].userID == alice.id.uuidString.lowercased())
         #expect(response.scores[0].categoryScores.first { $0.categoryName == "Health" }?.score.display == "100% (1/1 habits)")
 
+        // Scores are kept per user and version: Alice's check-ins show at the next call, Bob's answer is the same.
+        try await alice.markDone(read)
+        try await alice.markDone(read)
+        let again = try await internalAPI.getWeeklyScores(
+            .with {
+                $0.userIds = [alice.id.uuidString, bob.id.uuidString, stranger.uuidString]
+                $0.week = isoWeek(2026, 3)
+            })
+        #expect(again.scores.map(\.score.display) == ["100% (2/2 habits)", "100% (1/1 habits)", "0% (0/0 habits)"])
+        #expect(again.scores.map(\.userID) == response.scores.map(\.userID))
+
         // Without a week: each user's current week (the caller's clock here: Alice's).
         let current = try await internalAPI.getWeeklyScores(
             .with { $0.userIds = [alice.id.uuidString] }, options: .onBehalf(of: alice.id))
         #expect(current.scores.first?.week == isoWeek(2026, 3))
-        #expect(current.scores.first?.score.metHabits == 1)
+        #expect(current.scores.first?.score.metHabits == 2)
 
         await expectError(.invalidArgument, field: "user_ids") {
             _ = try await internalAPI.getWeeklyScores(

@@ -25,7 +25,7 @@ public enum HabitsServiceDefinition {
             let events = UserEvents(store: store, clock: clock, logger: runtime.logger)
             return [
                 HabitsServiceHandler(store: store, clock: clock, weekViews: weekViews, zoneHints: UserZoneHints()),
-                HabitsInternalHandler(store: store, clock: clock),
+                HabitsInternalHandler(store: store, clock: clock, weeklyScores: WeeklyScoreCache()),
                 EventSubscriberService(pool: runtime.pool, consumer: UserEvents.consumer, apply: events.apply),
             ]
         }

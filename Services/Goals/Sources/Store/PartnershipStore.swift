@@ -29,7 +29,10 @@ extension GoalsStore {
     ) async throws {
         let (first, second) = users.0.uuidString < users.1.uuidString ? users : (users.1, users.0)
         // Nothing is recorded of a deleted account (its partnerships went with it; an event arriving after
-        // UserDeleted would otherwise bring its id back).
+        // UserDeleted would otherwise bring its id back). UserDeleted takes the same per-user lock before it removes
+        // them, so the check below sees a deletion that committed while this waited.
+        try await lockAgainstDeletion(transaction, of: first)
+        try await lockAgainstDeletion(transaction, of: second)
         try await transaction.execute(
             """
             INSERT INTO partnerships (partnership_id, user_a, user_b, started_at, ended_at) \
@@ -39,6 +42,13 @@ extension GoalsStore {
             started_at = coalesce(partnerships.started_at, EXCLUDED.started_at), \
             ended_at = coalesce(partnerships.ended_at, EXCLUDED.ended_at)
             """)
+    }
+
+    /// A transaction-long lock on the user's id (not on a row: the user may be unknown here) that recording a
+    /// partnership and deleting the account both take, so the two never interleave.
+    private func lockAgainstDeletion(_ transaction: PostgresTransaction, of userID: UUID) async throws {
+        _ = try await transaction.queryRow(
+            "SELECT pg_advisory_xact_lock(hashtextextended('goals.partnerships:' || \(userID)::text, 0))")
     }
 
     /// A write of the user's that shares a goal under `partnership` (social's answer just now): the partnership row
@@ -163,7 +173,9 @@ extension GoalsStore {
     /// their own shared goals are unshared first, so their partners' feeds get the tombstones, which then name no
     /// creator (``deletedCreator``): nothing left in the schema names the account.
     func partnerAccountDeleted(_ transaction: PostgresTransaction, user userID: UUID, clock: UserClock) async throws {
-        // Deleting the rows locks them: a share waiting on one (FOR UPDATE) then finds none and is refused.
+        // Deleting the rows locks them: a share waiting on one (FOR UPDATE) then finds none and is refused. A
+        // partnership event recording one now waits for this transaction, then finds the user deleted.
+        try await lockAgainstDeletion(transaction, of: userID)
         try await transaction.execute("DELETE FROM partnerships WHERE user_a = \(userID) OR user_b = \(userID)")
         let owners = try await transaction.query(
             "SELECT DISTINCT user_id FROM goals WHERE partner_id = \(userID) OR (user_id = \(userID) AND shared)"

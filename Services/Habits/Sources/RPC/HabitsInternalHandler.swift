@@ -10,6 +10,7 @@ internal import HabitFlowServiceKit
 struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
     let store: HabitsStore
     let clock: UserClock
+    let weeklyScores: WeeklyScoreCache
 
     static let maximumHabitsPerAggregate = 100
     static let maximumAggregateDays = 4_000
@@ -139,27 +140,34 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
         let requested = request.hasWeek ? validator.week(request.week, field: "week") : nil
         try validator.check()
 
-        // Users the service has not seen have no habits; their week is taken in UTC. A named week (a leaderboard's)
-        // needs no zone.
-        let zones = requested == nil ? try await store.timeZones(of: userIDs) : [:]
+        // Users the service has not seen have no habits; their week is taken in UTC. Their versions come first: a
+        // user whose score of the week is cached under the same version costs nothing more, and the others' data,
+        // read after, is at least as new as the version it is stored under.
+        let versions = try await store.versions(of: userIDs)
         let now = clock.now
         var weeks: [UUID: IsoWeek] = [:]
+        var answers: [UUID: Habitflow_Habits_V1_UserWeeklyScore] = [:]
         for userID in userIDs {
-            weeks[userID] = requested ?? IsoWeek(containing: (zones[userID] ?? .utc).localDate(at: now))
+            let week = requested ?? IsoWeek(containing: (versions[userID]?.zone ?? .utc).localDate(at: now))
+            if let version = versions[userID], let cached = weeklyScores.score(of: userID, week: week, version: version) {
+                answers[userID] = cached
+            } else {
+                weeks[userID] = week
+            }
         }
-        guard let earliest = weeks.values.min(), let latest = weeks.values.max() else { return .init() }
-        // Three independent reads, each on a connection of its own: a leaderboard waits for the slowest, not the sum.
-        async let habitRows = store.habits(of: userIDs, liveBetween: earliest, and: latest)
-        let scoredWeeks = weeks
-        async let completionRows = store.completions(in: scoredWeeks)
-        async let categoryRows = store.liveCategories(of: userIDs)
-        let (habits, completions, categories) = try await (habitRows, completionRows, categoryRows)
-        return .with {
-            $0.scores = userIDs.map { userID in
-                let week = weeks[userID] ?? earliest
+        if let earliest = weeks.values.min(), let latest = weeks.values.max() {
+            let toRead = Array(weeks.keys)
+            // Three independent reads, each on a connection of its own: a leaderboard waits for the slowest, not the
+            // sum.
+            async let habitRows = store.habits(of: toRead, liveBetween: earliest, and: latest)
+            let scoredWeeks = weeks
+            async let completionRows = store.completions(in: scoredWeeks)
+            async let categoryRows = store.liveCategories(of: toRead)
+            let (habits, completions, categories) = try await (habitRows, completionRows, categoryRows)
+            for (userID, week) in weeks {
                 let tallies = WeekTallies.tallies(
                     of: habits[userID] ?? [], in: week, completions: completions[userID] ?? [:])
-                return .with {
+                let score = Habitflow_Habits_V1_UserWeeklyScore.with {
                     $0.userID = userID.lowercasedString
                     $0.week = week.proto
                     $0.score = WeeklyScore(tallies).proto
@@ -168,8 +176,11 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
                         of: tallies, categories: (categories[userID] ?? []).map { ($0.id, $0.name) }
                     ).map(\.proto)
                 }
+                answers[userID] = score
+                if let version = versions[userID] { weeklyScores.store(score, of: userID, week: week, version: version) }
             }
         }
+        return .with { $0.scores = userIDs.compactMap { answers[$0] } }
     }
 
     func purgeUser(

@@ -63,6 +63,41 @@ public final class WeekViewCache: Sendable {
     }
 }
 
+/// Users' weekly scores as `GetWeeklyScores` answers them, served again while the user's version is the one they were
+/// read at: a leaderboard asks for the same 101 users over and over, and only those who wrote since cost a read.
+///
+/// A score of a named week depends on the user's data only (not on their today), which the version covers: every
+/// write takes the user's next change-sequence value. One week per user, for at most `capacity` users (a few hundred
+/// bytes each).
+final class WeeklyScoreCache: Sendable {
+    static let defaultCapacity = 65_536
+
+    private struct Entry: Sendable {
+        var version: UserVersion
+        var week: IsoWeek
+        var score: Habitflow_Habits_V1_UserWeeklyScore
+    }
+
+    private let entries: Mutex<BoundedMap<UUID, Entry>>
+
+    init(capacity: Int = defaultCapacity) {
+        entries = Mutex(BoundedMap(capacity: capacity))
+    }
+
+    /// The user's score of `week` if it was stored under `version`.
+    func score(of userID: UUID, week: IsoWeek, version: UserVersion) -> Habitflow_Habits_V1_UserWeeklyScore? {
+        entries.withLock { entries in
+            guard let entry = entries[userID], entry.version == version, entry.week == week else { return nil }
+            return entry.score
+        }
+    }
+
+    /// - Important: `version` must have been read before the data `score` was made from.
+    func store(_ score: Habitflow_Habits_V1_UserWeeklyScore, of userID: UUID, week: IsoWeek, version: UserVersion) {
+        entries.withLock { $0.store(Entry(version: version, week: week, score: score), for: userID) }
+    }
+}
+
 /// The zone each recent caller had stored when the service last read it, so that a check-in can compute the user's
 /// today without reading the zone first. Only a hint: ``HabitsStore/markDone(user:habit:entry:date:value:now:zoneName:)``
 /// writes only while the stored zone is still the hinted one. At most `capacity` users (a few MB at the default).

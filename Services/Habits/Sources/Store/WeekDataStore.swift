@@ -1,6 +1,7 @@
 public import HabitFlowCalendar
 public import Foundation
 internal import HabitFlowPostgres
+public import HabitFlowServiceKit
 
 // Reads for week views, score history and leaderboards, for one user or a batch of users.
 
@@ -75,6 +76,18 @@ extension HabitsStore {
 
     public func liveCategories(of userIDs: [UUID]) async throws -> [UUID: [CategoryRecord]] {
         try await liveCategories(pool, of: userIDs)
+    }
+
+    /// The versions (stored zone and change-sequence value) of those of `userIDs` the service knows.
+    public func versions(of userIDs: [UUID]) async throws -> [UUID: UserVersion] {
+        var versions: [UUID: UserVersion] = [:]
+        for row in try await pool.query(
+            "SELECT user_id, time_zone, change_seq FROM users WHERE user_id = ANY(\(userIDs))")
+        {
+            versions[try row.decode(0, as: UUID.self)] = UserVersion(
+                zoneName: try row.decode(1, as: String.self), changeSequence: try row.decode(2, as: Int64.self))
+        }
+        return versions
     }
 
     /// The stored zones of those of `userIDs` the service knows.
