@@ -26,6 +26,22 @@ let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", pac
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
 
+/// The generated code of one service's API (Schemas/proto/habitflow/<service>, made by scripts/generate-protos):
+/// messages and service protocols, on the RPC core.
+func generatedAPI(name: String, folder: String) -> Target {
+    .target(
+        name: name, dependencies: ["HabitFlowRPC", swiftProtobuf], path: "Shared/Protos/\(folder)/Generated",
+        swiftSettings: swiftSettings)
+}
+
+/// A service's executable: `Services/<folder>/Main/main.swift`, which runs the service library's definition.
+/// (`scripts/stack` and the compose check find the services by the literal `name: "habitflow-<service>"`.)
+func serviceExecutable(name: String, library: String, folder: String) -> Target {
+    .executableTarget(
+        name: name, dependencies: [.target(name: library), "HabitFlowServiceKit"], path: "Services/\(folder)/Main",
+        swiftSettings: swiftSettings)
+}
+
 let package = Package(
     name: "HabitFlow",
     platforms: [.macOS(.v15)],
@@ -254,12 +270,7 @@ let package = Package(
         // MARK: Services (one library target with the logic, one tiny executable each)
 
         // Generated code of Schemas/proto/habitflow/auth (scripts/generate-protos): used by auth, the gateway and the SDK.
-        .target(
-            name: "HabitFlowAuthProtos",
-            dependencies: ["HabitFlowRPC", swiftProtobuf],
-            path: "Shared/Protos/Auth/Generated",
-            swiftSettings: swiftSettings
-        ),
+        generatedAPI(name: "HabitFlowAuthProtos", folder: "Auth"),
         .target(
             name: "HabitFlowAuth",
             dependencies: [
@@ -270,18 +281,8 @@ let package = Package(
             path: "Services/Auth/Sources",
             swiftSettings: swiftSettings
         ),
-        .executableTarget(
-            name: "habitflow-auth",
-            dependencies: ["HabitFlowAuth", "HabitFlowServiceKit"],
-            path: "Services/Auth/Main",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "HabitFlowHabitsProtos",
-            dependencies: ["HabitFlowRPC", swiftProtobuf],
-            path: "Shared/Protos/Habits/Generated",
-            swiftSettings: swiftSettings
-        ),
+        serviceExecutable(name: "habitflow-auth", library: "HabitFlowAuth", folder: "Auth"),
+        generatedAPI(name: "HabitFlowHabitsProtos", folder: "Habits"),
         .target(
             name: "HabitFlowHabits",
             dependencies: [
@@ -292,19 +293,9 @@ let package = Package(
             path: "Services/Habits/Sources",
             swiftSettings: swiftSettings
         ),
-        .executableTarget(
-            name: "habitflow-habits",
-            dependencies: ["HabitFlowHabits", "HabitFlowServiceKit"],
-            path: "Services/Habits/Main",
-            swiftSettings: swiftSettings
-        ),
+        serviceExecutable(name: "habitflow-habits", library: "HabitFlowHabits", folder: "Habits"),
 
-        .target(
-            name: "HabitFlowGoalsProtos",
-            dependencies: ["HabitFlowRPC", swiftProtobuf],
-            path: "Shared/Protos/Goals/Generated",
-            swiftSettings: swiftSettings
-        ),
+        generatedAPI(name: "HabitFlowGoalsProtos", folder: "Goals"),
         .target(
             name: "HabitFlowGoals",
             dependencies: [
@@ -316,19 +307,9 @@ let package = Package(
             path: "Services/Goals/Sources",
             swiftSettings: swiftSettings
         ),
-        .executableTarget(
-            name: "habitflow-goals",
-            dependencies: ["HabitFlowGoals", "HabitFlowServiceKit"],
-            path: "Services/Goals/Main",
-            swiftSettings: swiftSettings
-        ),
+        serviceExecutable(name: "habitflow-goals", library: "HabitFlowGoals", folder: "Goals"),
 
-        .target(
-            name: "HabitFlowSocialProtos",
-            dependencies: ["HabitFlowRPC", swiftProtobuf],
-            path: "Shared/Protos/Social/Generated",
-            swiftSettings: swiftSettings
-        ),
+        generatedAPI(name: "HabitFlowSocialProtos", folder: "Social"),
         .target(
             name: "HabitFlowSocial",
             dependencies: [
@@ -340,20 +321,10 @@ let package = Package(
             path: "Services/Social/Sources",
             swiftSettings: swiftSettings
         ),
-        .executableTarget(
-            name: "habitflow-social",
-            dependencies: ["HabitFlowSocial", "HabitFlowServiceKit"],
-            path: "Services/Social/Main",
-            swiftSettings: swiftSettings
-        ),
+        serviceExecutable(name: "habitflow-social", library: "HabitFlowSocial", folder: "Social"),
 
         // Generated code of Schemas/proto/habitflow/gateway (the gateway's own API: the dashboard).
-        .target(
-            name: "HabitFlowGatewayProtos",
-            dependencies: ["HabitFlowRPC", swiftProtobuf],
-            path: "Shared/Protos/Gateway/Generated",
-            swiftSettings: swiftSettings
-        ),
+        generatedAPI(name: "HabitFlowGatewayProtos", folder: "Gateway"),
         .target(
             name: "HabitFlowGateway",
             dependencies: [
@@ -366,12 +337,7 @@ let package = Package(
             path: "Services/Gateway/Sources",
             swiftSettings: swiftSettings
         ),
-        .executableTarget(
-            name: "habitflow-gateway",
-            dependencies: ["HabitFlowGateway", "HabitFlowServiceKit"],
-            path: "Services/Gateway/Main",
-            swiftSettings: swiftSettings
-        ),
+        serviceExecutable(name: "habitflow-gateway", library: "HabitFlowGateway", folder: "Gateway"),
 
         // Container health check of the compose stack (grpc.health.v1 Check; exit status 0 when SERVING).
         .executableTarget(
