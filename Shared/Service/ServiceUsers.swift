@@ -34,6 +34,19 @@ public struct ServiceUsers: Sendable {
         return try await storedVersion(userID)
     }
 
+    /// Whether the service has the user, has never seen them, or removed their account, in one statement and
+    /// without creating anything (for reads that must not make a user, such as an export).
+    public func presence(of userID: UUID) async throws -> UserPresence {
+        let row = try await pool.queryRow(
+            """
+            SELECT EXISTS (SELECT FROM users WHERE user_id = \(userID)), \
+            EXISTS (SELECT FROM deleted_users WHERE user_id = \(userID))
+            """)
+        guard let row else { return .unseen }
+        if try row.decode(0, as: Bool.self) { return .present }
+        return try row.decode(1, as: Bool.self) ? .deleted : .unseen
+    }
+
     private func storedVersion(_ userID: UUID) async throws -> UserVersion? {
         try await pool.queryRow("SELECT time_zone, change_seq FROM users WHERE user_id = \(userID)").map {
             UserVersion(zoneName: try $0.decode(0), changeSequence: try $0.decode(1))
@@ -107,6 +120,16 @@ extension ServiceUsers {
             try await purge(transaction, user: userID)
         }
     }
+}
+
+/// What a service holds of a user (``ServiceUsers/presence(of:)``).
+public enum UserPresence: Sendable, Hashable {
+    /// In `users`.
+    case present
+    /// Never seen: no call or event named the user yet.
+    case unseen
+    /// Removed by UserDeleted or PurgeUser (in `deleted_users`).
+    case deleted
 }
 
 /// What a user's cached reads are valid for: the zone and change-sequence value stored with the user. Every write of

@@ -177,6 +177,27 @@ struct AuthTestEnvironment {
 
     // MARK: - Helpers
 
+    /// Runs `body` with an `AuthInternal` client whose calls are signed as `caller` (``authInternal`` signs as the
+    /// gateway, which forwards clients' calls), for example "gateway-export", as the gateway's export signs.
+    func withInternalClient(
+        signedAs caller: String, _ body: (Habitflow_Auth_V1_AuthInternal.Client) async throws -> Void
+    ) async throws {
+        let channel = try RPCChannel(
+            configuration: RPCChannelConfiguration(host: "127.0.0.1", port: host.port),
+            interceptors: [
+                InternalCredentialClientInterceptor(
+                    credential: InternalCredential(secret: testInternalSecret), caller: caller)
+            ],
+            logger: testLogger)
+        do {
+            try await body(Habitflow_Auth_V1_AuthInternal.Client(transport: channel))
+        } catch {
+            await channel.close()
+            throw error
+        }
+        await channel.close()
+    }
+
     /// A fresh account (random email and username), signed in.
     func register(
         password: String = "correct horse battery", timeZone: String = "Europe/Berlin", deviceID: UUID? = nil,

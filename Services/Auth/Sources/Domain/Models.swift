@@ -61,6 +61,21 @@ struct SessionRecord: Sendable {
     var lastUsedAt: Date
     var expiresAt: Date
     var revokedAt: Date?
+    /// Set with `revokedAt`.
+    var revokeReason: RevokeReason?
+
+    /// Where the session stands at `now`: ended by a revocation, or by not being refreshed in time, or usable.
+    func status(at now: Date) -> SessionStatus {
+        if revokedAt != nil { return .revoked }
+        return expiresAt <= now ? .expired : .active
+    }
+}
+
+/// Where a session stands (`AuthInternal/CheckSession`, the export).
+enum SessionStatus: Sendable {
+    case active
+    case revoked
+    case expired
 }
 
 /// A session just opened, with its first refresh token (valid until the session expires).
@@ -107,6 +122,16 @@ enum OneTimeTokenPurpose: String, Sendable {
 enum SocialProviderName: String, Sendable, CaseIterable {
     case google
     case apple
+}
+
+/// A social identity linked to an account (a row of `social_identities`).
+struct LinkedIdentityRecord: Sendable {
+    var provider: SocialProviderName
+    /// The provider's stable id of the person (`sub`).
+    var subject: String
+    /// The email the provider vouched for when the identity was linked, if any.
+    var email: String?
+    var linkedAt: Date
 }
 
 /// An identity a provider vouched for in a valid ID token.

@@ -1,5 +1,6 @@
 internal import Foundation
 internal import HabitFlowAuthProtos
+internal import HabitFlowInternalCredential
 internal import HabitFlowRPC
 internal import HabitFlowServiceAPI
 internal import HabitFlowTokens
@@ -39,13 +40,7 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
             response.state = .notFound
             return response
         }
-        if session.revokedAt != nil {
-            response.state = .revoked
-        } else if session.expiresAt <= core.clock.now() {
-            response.state = .expired
-        } else {
-            response.state = .active
-        }
+        response.state = session.status(at: core.clock.now()).proto
         return response
     }
 
@@ -84,6 +79,28 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
         var response = Habitflow_Auth_V1_GetUsersResponse()
         guard !ids.isEmpty else { return response }
         response.users = try await core.store.users(ids: ids).map(Habitflow_Auth_V1_User.init)
+        return response
+    }
+
+    /// Everything auth holds of an account, for the gateway's data export. Unlike the other methods (the gateway
+    /// itself calls CheckSession), this one refuses calls the gateway forwards for a client.
+    func exportUser(request: Habitflow_Auth_V1_ExportUserRequest, context: ServerContext) async throws
+        -> Habitflow_Auth_V1_ExportUserResponse
+    {
+        try CallerIdentity.requireServiceCaller(of: "AuthInternal")
+        var rules = RequestValidator()
+        let userID = rules.id(request.userID, field: "user_id")
+        try rules.check()
+        var response = Habitflow_Auth_V1_ExportUserResponse()
+        // A deleted account leaves nothing behind: it answers as one that never existed.
+        guard let user = try await core.store.user(id: userID) else { return response }
+        let now = core.clock.now()
+        response.user = Habitflow_Auth_V1_User(user)
+        response.sessions = try await core.store.sessions(userID: userID).map {
+            Habitflow_Auth_V1_ExportedSession($0, now: now)
+        }
+        response.linkedIdentities = try await core.store.linkedIdentities(userID: userID)
+            .map(Habitflow_Auth_V1_LinkedIdentity.init)
         return response
     }
 }

@@ -35,6 +35,52 @@ extension Habitflow_Auth_V1_Session {
     }
 }
 
+extension Habitflow_Auth_V1_ExportedSession {
+    /// A session for the export, with its state at `now`.
+    init(_ record: SessionRecord, now: Date) {
+        self.init()
+        session = Habitflow_Auth_V1_Session(record, current: false)
+        if let revokedAt = record.revokedAt { revokeTime = Google_Protobuf_Timestamp(date: revokedAt) }
+        revokeReason = record.revokeReason?.proto ?? .unspecified
+        state = record.status(at: now).proto
+    }
+}
+
+extension SessionStatus {
+    var proto: Habitflow_Auth_V1_SessionState {
+        switch self {
+        case .active: .active
+        case .revoked: .revoked
+        case .expired: .expired
+        }
+    }
+}
+
+extension RevokeReason {
+    var proto: Habitflow_Auth_V1_SessionRevokeReason {
+        switch self {
+        case .logout: .logout
+        case .logoutEverywhere: .logoutEverywhere
+        case .revoked: .revoked
+        case .replaced: .replaced
+        case .refreshTokenReuse: .refreshTokenReuse
+        case .passwordChanged: .passwordChanged
+        case .passwordReset: .passwordReset
+        case .socialLink: .socialLink
+        }
+    }
+}
+
+extension Habitflow_Auth_V1_LinkedIdentity {
+    init(_ record: LinkedIdentityRecord) {
+        self.init()
+        provider = record.provider.proto
+        subject = record.subject
+        email = record.email ?? ""
+        linkTime = Google_Protobuf_Timestamp(date: record.linkedAt)
+    }
+}
+
 extension Habitflow_Auth_V1_AuthTokens {
     init(_ tokens: IssuedTokens) {
         self.init()

@@ -23,6 +23,25 @@ extension SessionRecord {
             id: try row.decode("id"), userID: try row.decode("user_id"), deviceID: try row.decode("device_id"),
             deviceName: try row.decode("device_name"), clientAddress: try row.decode("client_address"),
             createdAt: try row.decode("created_at"), lastUsedAt: try row.decode("last_used_at"),
-            expiresAt: try row.decode("expires_at"), revokedAt: try row.decode("revoked_at"))
+            expiresAt: try row.decode("expires_at"), revokedAt: try row.decode("revoked_at"),
+            revokeReason: try row.decode("revoke_reason", as: String?.self).map { stored in
+                guard let reason = RevokeReason(rawValue: stored) else {
+                    throw AuthInvariantFailure("unknown revoke_reason \"\(stored)\" in sessions")
+                }
+                return reason
+            })
+    }
+}
+
+extension LinkedIdentityRecord {
+    /// Decodes a row of `social_identities`.
+    init(row: PostgresRow) throws {
+        let stored = try row.decode("provider", as: String.self)
+        guard let provider = SocialProviderName(rawValue: stored) else {
+            throw AuthInvariantFailure("unknown provider \"\(stored)\" in social_identities")
+        }
+        self.init(
+            provider: provider, subject: try row.decode("subject"), email: try row.decode("email"),
+            linkedAt: try row.decode("created_at"))
     }
 }

@@ -11,6 +11,12 @@ extension AuthStore {
             .map(SessionRecord.init(row:))
     }
 
+    /// Every session the service holds of the user, live and ended (until clean-up removes it), oldest first.
+    func sessions(userID: UUID) async throws -> [SessionRecord] {
+        try await pool.query("SELECT * FROM sessions WHERE user_id = \(userID) ORDER BY created_at, id")
+            .map(SessionRecord.init(row:))
+    }
+
     /// Live sessions, most recently used first, after the session `after` (a page token) if given.
     func liveSessions(userID: UUID, now: Date, after: UUID?, limit: Int) async throws -> [SessionRecord] {
         // Keyset pagination on (last_used_at, id), read from the cursor's row so no timestamp is rounded.

@@ -14,6 +14,13 @@ extension AuthStore {
             """) != nil
     }
 
+    /// The identities linked to the account, in the order they were linked.
+    func linkedIdentities(userID: UUID) async throws -> [LinkedIdentityRecord] {
+        try await pool.query(
+            "SELECT * FROM social_identities WHERE user_id = \(userID) ORDER BY created_at, provider, subject"
+        ).map(LinkedIdentityRecord.init(row:))
+    }
+
     /// The account of a verified identity: the one linked to it, else the one with its verified email (linked now),
     /// else a new one without a password, in `timeZone`. Returns whether it was created.
     ///

@@ -6,7 +6,8 @@ internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import HabitFlowServiceKit
 
-/// `habitflow.habits.v1.HabitsInternal`: for other services (goals, social, account deletion), never the gateway.
+/// `habitflow.habits.v1.HabitsInternal`: for other services (goals, social, account deletion, the gateway's export
+/// under a caller of its own), never for calls the gateway forwards. ExportUser is in `+Export`.
 struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
     let store: HabitsStore
     let clock: UserClock
@@ -23,7 +24,7 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
     static let maximumEntriesPerImport = 10_000
 
     /// Defense in depth: the gateway never routes here, and a call it signs is refused should it try.
-    private func requireServiceCaller() throws {
+    func requireServiceCaller() throws {
         try CallerIdentity.requireServiceCaller(of: "HabitsInternal")
     }
 

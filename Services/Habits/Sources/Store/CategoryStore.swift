@@ -10,6 +10,17 @@ extension HabitsStore {
         try await liveCategories(pool, of: [userID])[userID] ?? []
     }
 
+    /// Every category of the user's, deleted ones included: live ones in display order, then deleted ones by
+    /// deletion time (the export).
+    public func allCategories(of userID: UUID) async throws -> [CategoryRecord] {
+        try await pool.query(
+            """
+            SELECT * FROM categories WHERE user_id = \(userID) \
+            ORDER BY deleted_at NULLS FIRST, position, created_at, id
+            """
+        ).map(CategoryRecord.init(row:))
+    }
+
     private func liveCategories(_ transaction: PostgresTransaction, user userID: UUID) async throws -> [CategoryRecord] {
         try await liveCategories(transaction, of: [userID])[userID] ?? []
     }

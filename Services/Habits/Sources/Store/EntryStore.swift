@@ -144,6 +144,31 @@ extension HabitsStore {
         ).map(EntryRecord.init(row:))
     }
 
+    /// A page of the export: the user's entries, tombstones included, ordered by date, habit, creation and id, after
+    /// the entry `after` (the last of the previous page; `nil` for the first page).
+    ///
+    /// Keyset pagination on the `entries_export` index: each page is one ordered range scan of `limit` index entries,
+    /// however far in it starts (no other condition, which could make the planner scan per habit and sort). The
+    /// position is read from the previous page's last row, so no timestamp is rounded on the way through Swift.
+    public func exportEntries(user userID: UUID, after: UUID?, limit: Int) async throws -> [EntryRecord] {
+        guard let after else {
+            return try await pool.query(
+                """
+                SELECT * FROM entries WHERE user_id = \(userID) \
+                ORDER BY local_date, habit_id, created_at, id LIMIT \(limit)
+                """
+            ).map(EntryRecord.init(row:))
+        }
+        return try await pool.query(
+            """
+            SELECT * FROM entries e WHERE e.user_id = \(userID) \
+            AND (e.local_date, e.habit_id, e.created_at, e.id) > (SELECT c.local_date, c.habit_id, c.created_at, c.id \
+            FROM entries c WHERE c.user_id = \(userID) AND c.id = \(after)) \
+            ORDER BY e.local_date, e.habit_id, e.created_at, e.id LIMIT \(limit)
+            """
+        ).map(EntryRecord.init(row:))
+    }
+
     /// Live entries of some habits in `first...last`, counted and summed per habit and ISO week.
     public func weekTotals(
         user userID: UUID, habits habitIDs: [UUID], from first: LocalDate, through last: LocalDate

@@ -46,6 +46,16 @@ public struct HabitsStore: Sendable {
         return version
     }
 
+    /// Whether the service holds the user, without creating them: `false` for a user it has never seen; a deleted
+    /// account is refused.
+    public func knowsUser(_ userID: UUID) async throws -> Bool {
+        switch try await users.presence(of: userID) {
+        case .present: return true
+        case .unseen: return false
+        case .deleted: throw HabitsError.accountDeleted(userID)
+        }
+    }
+
     /// Removes everything of a user and remembers the account as deleted. Returns whether there was anything.
     ///
     /// The user's row goes with the rest, so no cached week view can match it again (``userVersion(_:now:)`` then

@@ -14,7 +14,8 @@ public enum Habitflow_Auth_V1_AuthInternal {
         public static let checkSession = MethodDescriptor(service: "habitflow.auth.v1.AuthInternal", method: "CheckSession")
         public static let lookupUsers = MethodDescriptor(service: "habitflow.auth.v1.AuthInternal", method: "LookupUsers")
         public static let getUsers = MethodDescriptor(service: "habitflow.auth.v1.AuthInternal", method: "GetUsers")
-        public static let all: [MethodDescriptor] = [getVerificationKeys, checkSession, lookupUsers, getUsers]
+        public static let exportUser = MethodDescriptor(service: "habitflow.auth.v1.AuthInternal", method: "ExportUser")
+        public static let all: [MethodDescriptor] = [getVerificationKeys, checkSession, lookupUsers, getUsers, exportUser]
     }
 
     /// Implement this to serve habitflow.auth.v1.AuthInternal.
@@ -32,6 +33,12 @@ public enum Habitflow_Auth_V1_AuthInternal {
 
         /// Accounts by id. Unknown (or deleted) ones are left out.
         func getUsers(request: Habitflow_Auth_V1_GetUsersRequest, context: ServerContext) async throws -> Habitflow_Auth_V1_GetUsersResponse
+
+        /// Everything the service holds of an account, for the data export: the profile, every session it still keeps
+        /// (ended ones included) and the linked social identities. Never a secret: no password hash, no token or its hash.
+        /// An account that does not exist (never did, or was deleted: auth keeps nothing of it) answers an empty response.
+        /// Services only: a call the gateway forwards for a client is PERMISSION_DENIED.
+        func exportUser(request: Habitflow_Auth_V1_ExportUserRequest, context: ServerContext) async throws -> Habitflow_Auth_V1_ExportUserResponse
     }
 
     /// Calls habitflow.auth.v1.AuthInternal through a transport (an `RPCChannel`).
@@ -83,6 +90,18 @@ public enum Habitflow_Auth_V1_AuthInternal {
         public func getUsersWithMetadata(_ request: Habitflow_Auth_V1_GetUsersRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Auth_V1_GetUsersResponse> {
             try await transport.unary(Habitflow_Auth_V1_AuthInternal.Method.getUsers, request, options: options, idempotentByDefault: true)
         }
+
+        /// Everything the service holds of an account, for the data export: the profile, every session it still keeps
+        /// (ended ones included) and the linked social identities. Never a secret: no password hash, no token or its hash.
+        /// An account that does not exist (never did, or was deleted: auth keeps nothing of it) answers an empty response.
+        /// Services only: a call the gateway forwards for a client is PERMISSION_DENIED.
+        public func exportUser(_ request: Habitflow_Auth_V1_ExportUserRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Auth_V1_ExportUserResponse {
+            try await exportUserWithMetadata(request, options: options).message
+        }
+
+        public func exportUserWithMetadata(_ request: Habitflow_Auth_V1_ExportUserRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Auth_V1_ExportUserResponse> {
+            try await transport.unary(Habitflow_Auth_V1_AuthInternal.Method.exportUser, request, options: options, idempotentByDefault: true)
+        }
     }
 }
 
@@ -95,6 +114,7 @@ extension Habitflow_Auth_V1_AuthInternal.Handler {
             .unary(Habitflow_Auth_V1_AuthInternal.Method.checkSession) { try await self.checkSession(request: $0, context: $1) },
             .unary(Habitflow_Auth_V1_AuthInternal.Method.lookupUsers) { try await self.lookupUsers(request: $0, context: $1) },
             .unary(Habitflow_Auth_V1_AuthInternal.Method.getUsers) { try await self.getUsers(request: $0, context: $1) },
+            .unary(Habitflow_Auth_V1_AuthInternal.Method.exportUser) { try await self.exportUser(request: $0, context: $1) },
         ]
     }
 }

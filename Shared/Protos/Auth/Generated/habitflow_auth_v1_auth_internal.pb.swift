@@ -77,6 +77,87 @@ public nonisolated enum Habitflow_Auth_V1_SessionState: SwiftProtobuf.Enum, Swif
 
 }
 
+/// Why a session was ended.
+public nonisolated enum Habitflow_Auth_V1_SessionRevokeReason: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+
+  /// Not ended.
+  case unspecified // = 0
+
+  /// Logout from that device.
+  case logout // = 1
+
+  /// LogoutEverywhere.
+  case logoutEverywhere // = 2
+
+  /// RevokeSession from another device.
+  case revoked // = 3
+
+  /// A new sign-in on the same device (same device_id).
+  case replaced // = 4
+
+  /// A refresh token of the session was presented a second time.
+  case refreshTokenReuse // = 5
+
+  /// ChangePassword from another session.
+  case passwordChanged // = 6
+
+  /// ConfirmPasswordReset.
+  case passwordReset // = 7
+
+  /// A social sign-in linked the account while its email was not verified.
+  case socialLink // = 8
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .logout
+    case 2: self = .logoutEverywhere
+    case 3: self = .revoked
+    case 4: self = .replaced
+    case 5: self = .refreshTokenReuse
+    case 6: self = .passwordChanged
+    case 7: self = .passwordReset
+    case 8: self = .socialLink
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .logout: return 1
+    case .logoutEverywhere: return 2
+    case .revoked: return 3
+    case .replaced: return 4
+    case .refreshTokenReuse: return 5
+    case .passwordChanged: return 6
+    case .passwordReset: return 7
+    case .socialLink: return 8
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Habitflow_Auth_V1_SessionRevokeReason] = [
+    .unspecified,
+    .logout,
+    .logoutEverywhere,
+    .revoked,
+    .replaced,
+    .refreshTokenReuse,
+    .passwordChanged,
+    .passwordReset,
+    .socialLink,
+  ]
+
+}
+
 public nonisolated struct Habitflow_Auth_V1_GetVerificationKeysRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -227,12 +308,126 @@ public nonisolated struct Habitflow_Auth_V1_GetUsersResponse: Sendable {
   public init() {}
 }
 
+public nonisolated struct Habitflow_Auth_V1_ExportUserRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var userID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Auth_V1_ExportUserResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The account as GetProfile shows it; unset when there is no such account (and then nothing else is set).
+  public var user: Habitflow_Auth_V1_User {
+    get {_user ?? Habitflow_Auth_V1_User()}
+    set {_user = newValue}
+  }
+  /// Returns true if `user` has been explicitly set.
+  public var hasUser: Bool {self._user != nil}
+  /// Clears the value of `user`. Subsequent reads from it will return its default value.
+  public mutating func clearUser() {self._user = nil}
+
+  /// Every session the service holds, live and ended, oldest first (by creation, then id). Ended sessions are kept
+  /// for 30 days after they end, then removed.
+  public var sessions: [Habitflow_Auth_V1_ExportedSession] = []
+
+  /// The Google and Apple identities linked to the account, in the order they were linked.
+  public var linkedIdentities: [Habitflow_Auth_V1_LinkedIdentity] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _user: Habitflow_Auth_V1_User? = nil
+}
+
+/// A session as the service holds it, live or ended.
+public nonisolated struct Habitflow_Auth_V1_ExportedSession: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// As ListSessions shows it; `current` is never set.
+  public var session: Habitflow_Auth_V1_Session {
+    get {_session ?? Habitflow_Auth_V1_Session()}
+    set {_session = newValue}
+  }
+  /// Returns true if `session` has been explicitly set.
+  public var hasSession: Bool {self._session != nil}
+  /// Clears the value of `session`. Subsequent reads from it will return its default value.
+  public mutating func clearSession() {self._session = nil}
+
+  /// When it was ended (signed out, revoked, replaced...); unset while it was not.
+  public var revokeTime: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_revokeTime ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_revokeTime = newValue}
+  }
+  /// Returns true if `revokeTime` has been explicitly set.
+  public var hasRevokeTime: Bool {self._revokeTime != nil}
+  /// Clears the value of `revokeTime`. Subsequent reads from it will return its default value.
+  public mutating func clearRevokeTime() {self._revokeTime = nil}
+
+  public var revokeReason: Habitflow_Auth_V1_SessionRevokeReason = .unspecified
+
+  /// Active, revoked or expired at the time of the export.
+  public var state: Habitflow_Auth_V1_SessionState = .unspecified
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _session: Habitflow_Auth_V1_Session? = nil
+  fileprivate var _revokeTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+}
+
+/// A Google or Apple identity that signs in to the account.
+public nonisolated struct Habitflow_Auth_V1_LinkedIdentity: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var provider: Habitflow_Auth_V1_SocialProvider = .unspecified
+
+  /// The provider's stable id of the person (the ID token's `sub`): an identifier, not a credential.
+  public var subject: String = String()
+
+  /// The email the provider vouched for when the identity was linked; empty when none was stored.
+  public var email: String = String()
+
+  public var linkTime: SwiftProtobuf.Google_Protobuf_Timestamp {
+    get {_linkTime ?? SwiftProtobuf.Google_Protobuf_Timestamp()}
+    set {_linkTime = newValue}
+  }
+  /// Returns true if `linkTime` has been explicitly set.
+  public var hasLinkTime: Bool {self._linkTime != nil}
+  /// Clears the value of `linkTime`. Subsequent reads from it will return its default value.
+  public mutating func clearLinkTime() {self._linkTime = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _linkTime: SwiftProtobuf.Google_Protobuf_Timestamp? = nil
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "habitflow.auth.v1"
 
 nonisolated extension Habitflow_Auth_V1_SessionState: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SESSION_STATE_UNSPECIFIED\0\u{1}SESSION_STATE_ACTIVE\0\u{1}SESSION_STATE_REVOKED\0\u{1}SESSION_STATE_EXPIRED\0\u{1}SESSION_STATE_NOT_FOUND\0")
+}
+
+nonisolated extension Habitflow_Auth_V1_SessionRevokeReason: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0SESSION_REVOKE_REASON_UNSPECIFIED\0\u{1}SESSION_REVOKE_REASON_LOGOUT\0\u{1}SESSION_REVOKE_REASON_LOGOUT_EVERYWHERE\0\u{1}SESSION_REVOKE_REASON_REVOKED\0\u{1}SESSION_REVOKE_REASON_REPLACED\0\u{1}SESSION_REVOKE_REASON_REFRESH_TOKEN_REUSE\0\u{1}SESSION_REVOKE_REASON_PASSWORD_CHANGED\0\u{1}SESSION_REVOKE_REASON_PASSWORD_RESET\0\u{1}SESSION_REVOKE_REASON_SOCIAL_LINK\0")
 }
 
 nonisolated extension Habitflow_Auth_V1_GetVerificationKeysRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -538,6 +733,178 @@ nonisolated extension Habitflow_Auth_V1_GetUsersResponse: SwiftProtobuf.Message,
 
   public static func ==(lhs: Habitflow_Auth_V1_GetUsersResponse, rhs: Habitflow_Auth_V1_GetUsersResponse) -> Bool {
     if lhs.users != rhs.users {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Auth_V1_ExportUserRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ExportUserRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.userID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.userID.isEmpty {
+      try visitor.visitSingularStringField(value: self.userID, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Auth_V1_ExportUserRequest, rhs: Habitflow_Auth_V1_ExportUserRequest) -> Bool {
+    if lhs.userID != rhs.userID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Auth_V1_ExportUserResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ExportUserResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}user\0\u{1}sessions\0\u{3}linked_identities\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._user) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.sessions) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.linkedIdentities) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._user {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if !self.sessions.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.sessions, fieldNumber: 2)
+    }
+    if !self.linkedIdentities.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.linkedIdentities, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Auth_V1_ExportUserResponse, rhs: Habitflow_Auth_V1_ExportUserResponse) -> Bool {
+    if lhs._user != rhs._user {return false}
+    if lhs.sessions != rhs.sessions {return false}
+    if lhs.linkedIdentities != rhs.linkedIdentities {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Auth_V1_ExportedSession: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ExportedSession"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}session\0\u{3}revoke_time\0\u{3}revoke_reason\0\u{1}state\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._session) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._revokeTime) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.revokeReason) }()
+      case 4: try { try decoder.decodeSingularEnumField(value: &self.state) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._session {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    try { if let v = self._revokeTime {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if self.revokeReason != .unspecified {
+      try visitor.visitSingularEnumField(value: self.revokeReason, fieldNumber: 3)
+    }
+    if self.state != .unspecified {
+      try visitor.visitSingularEnumField(value: self.state, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Auth_V1_ExportedSession, rhs: Habitflow_Auth_V1_ExportedSession) -> Bool {
+    if lhs._session != rhs._session {return false}
+    if lhs._revokeTime != rhs._revokeTime {return false}
+    if lhs.revokeReason != rhs.revokeReason {return false}
+    if lhs.state != rhs.state {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Auth_V1_LinkedIdentity: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".LinkedIdentity"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}provider\0\u{1}subject\0\u{1}email\0\u{3}link_time\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.provider) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.subject) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.email) }()
+      case 4: try { try decoder.decodeSingularMessageField(value: &self._linkTime) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.provider != .unspecified {
+      try visitor.visitSingularEnumField(value: self.provider, fieldNumber: 1)
+    }
+    if !self.subject.isEmpty {
+      try visitor.visitSingularStringField(value: self.subject, fieldNumber: 2)
+    }
+    if !self.email.isEmpty {
+      try visitor.visitSingularStringField(value: self.email, fieldNumber: 3)
+    }
+    try { if let v = self._linkTime {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Auth_V1_LinkedIdentity, rhs: Habitflow_Auth_V1_LinkedIdentity) -> Bool {
+    if lhs.provider != rhs.provider {return false}
+    if lhs.subject != rhs.subject {return false}
+    if lhs.email != rhs.email {return false}
+    if lhs._linkTime != rhs._linkTime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -16,7 +16,8 @@ public enum Habitflow_Habits_V1_HabitsInternal {
         public static let getWeeklyScores = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "GetWeeklyScores")
         public static let purgeUser = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "PurgeUser")
         public static let importEntries = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "ImportEntries")
-        public static let all: [MethodDescriptor] = [aggregateEntries, lookupHabits, setUnitHolds, getWeeklyScores, purgeUser, importEntries]
+        public static let exportUser = MethodDescriptor(service: "habitflow.habits.v1.HabitsInternal", method: "ExportUser")
+        public static let all: [MethodDescriptor] = [aggregateEntries, lookupHabits, setUnitHolds, getWeeklyScores, purgeUser, importEntries, exportUser]
     }
 
     /// Implement this to serve habitflow.habits.v1.HabitsInternal.
@@ -57,6 +58,19 @@ public enum Habitflow_Habits_V1_HabitsInternal {
         /// `live_from` moves `live_from` (and its first target period) back to that entry's week, so the week views and
         /// score history of the imported weeks show it (the habit, updated, appears in ListChanges).
         func importEntries(request: Habitflow_Habits_V1_ImportEntriesRequest, context: ServerContext) async throws -> Habitflow_Habits_V1_ImportEntriesResponse
+
+        /// Everything the service holds of a user, for the data export, streamed so that years of entries are never held
+        /// in memory. The first message carries every category and every habit, deleted ones included: categories live
+        /// ones first in display order, then deleted ones by deletion time; habits in creation order with their
+        /// target_history, as ListHabits (show_deleted) shows them. The following messages carry the entries, 1..1,000 each,
+        /// ordered by date, then habit id, then creation (then entry id); removed (deleted) entries are included, with
+        /// delete_time and deleted set, so the export shows everything the service holds.
+        ///
+        /// Entries are read a page at a time, each page its own statement, not in one snapshot: an entry added or removed
+        /// while the export runs may or may not appear (or appear removed). Only entries of the habits in the first message
+        /// are sent. A user the service has never seen gets one message with nothing in it (nobody is created); a deleted
+        /// account is refused (FAILED_PRECONDITION, ACCOUNT_DELETED), as GoalsInternal/ExportUser refuses it.
+        func exportUser(request: Habitflow_Habits_V1_ExportUserRequest, responses: ResponseWriter<Habitflow_Habits_V1_ExportUserResponse>, context: ServerContext) async throws
     }
 
     /// Calls habitflow.habits.v1.HabitsInternal through a transport (an `RPCChannel`).
@@ -143,6 +157,21 @@ public enum Habitflow_Habits_V1_HabitsInternal {
         public func importEntriesWithMetadata(_ request: Habitflow_Habits_V1_ImportEntriesRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Habits_V1_ImportEntriesResponse> {
             try await transport.unary(Habitflow_Habits_V1_HabitsInternal.Method.importEntries, request, options: options, idempotentByDefault: true)
         }
+
+        /// Everything the service holds of a user, for the data export, streamed so that years of entries are never held
+        /// in memory. The first message carries every category and every habit, deleted ones included: categories live
+        /// ones first in display order, then deleted ones by deletion time; habits in creation order with their
+        /// target_history, as ListHabits (show_deleted) shows them. The following messages carry the entries, 1..1,000 each,
+        /// ordered by date, then habit id, then creation (then entry id); removed (deleted) entries are included, with
+        /// delete_time and deleted set, so the export shows everything the service holds.
+        ///
+        /// Entries are read a page at a time, each page its own statement, not in one snapshot: an entry added or removed
+        /// while the export runs may or may not appear (or appear removed). Only entries of the habits in the first message
+        /// are sent. A user the service has never seen gets one message with nothing in it (nobody is created); a deleted
+        /// account is refused (FAILED_PRECONDITION, ACCOUNT_DELETED), as GoalsInternal/ExportUser refuses it.
+        public func exportUser(_ request: Habitflow_Habits_V1_ExportUserRequest, options: CallOptions = CallOptions()) async throws -> ResponseStream<Habitflow_Habits_V1_ExportUserResponse> {
+            try await transport.serverStreaming(Habitflow_Habits_V1_HabitsInternal.Method.exportUser, request, options: options, idempotentByDefault: true)
+        }
     }
 }
 
@@ -157,6 +186,7 @@ extension Habitflow_Habits_V1_HabitsInternal.Handler {
             .unary(Habitflow_Habits_V1_HabitsInternal.Method.getWeeklyScores) { try await self.getWeeklyScores(request: $0, context: $1) },
             .unary(Habitflow_Habits_V1_HabitsInternal.Method.purgeUser) { try await self.purgeUser(request: $0, context: $1) },
             .unary(Habitflow_Habits_V1_HabitsInternal.Method.importEntries) { try await self.importEntries(request: $0, context: $1) },
+            .serverStreaming(Habitflow_Habits_V1_HabitsInternal.Method.exportUser) { try await self.exportUser(request: $0, responses: $1, context: $2) },
         ]
     }
 }
