@@ -136,6 +136,14 @@ let package = Package(
             path: "Shared/Compression",
             swiftSettings: swiftSettings
         ),
+        // Streaming ZIP (deflate through HabitFlowCompression) and RFC 4180 CSV: what a user's data export is made of.
+        .target(
+            name: "HabitFlowArchive",
+            dependencies: ["HabitFlowCompression", "HabitFlowCalendar", nioCore],
+            path: "Shared/Archive",
+            exclude: ["README.md"],
+            swiftSettings: swiftSettings
+        ),
         // Calendar dates, ISO weeks and users' time zones: what "today" and "this week" mean for a user.
         .target(
             name: "HabitFlowCalendar",
@@ -464,6 +472,16 @@ let package = Package(
             name: "CryptoTests",
             dependencies: ["HabitFlowCrypto", "HabitFlowTestSupport"],
             path: "Tests/CryptoTests",
+            swiftSettings: swiftSettings
+        ),
+        // ZIP and CSV read back by Python's zipfile and csv modules (and unzip, when installed).
+        .testTarget(
+            name: "ArchiveTests",
+            dependencies: [
+                "HabitFlowArchive", "HabitFlowCalendar", "HabitFlowCompression", "HabitFlowCrypto",
+                "HabitFlowTestSupport", nioCore,
+            ],
+            path: "Tests/ArchiveTests",
             swiftSettings: swiftSettings
         ),
         // Tokens against keys the tests generate, and key sets fetched from an https server started in the test.
