@@ -336,8 +336,8 @@ let package = Package(
         .target(
             name: "HabitFlowGateway",
             dependencies: [
-                "HabitFlowInternalCredential", "HabitFlowAuthProtos", "HabitFlowCrypto",
-                "HabitFlowGRPCSideServiceProtos", "HabitFlowGatewayProtos", "HabitFlowGoalsProtos",
+                "HabitFlowInternalCredential", "HabitFlowArchive", "HabitFlowAuthProtos", "HabitFlowCalendar",
+                "HabitFlowCrypto", "HabitFlowGRPCSideServiceProtos", "HabitFlowGatewayProtos", "HabitFlowGoalsProtos",
                 "HabitFlowHabitsProtos", "HabitFlowSocialProtos", "HabitFlowPublicAPI", "HabitFlowRPC",
                 "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowRPCSideServices", "HabitFlowServiceKit",
                 "HabitFlowTLS", "HabitFlowTokens", logging, prometheus,
@@ -397,6 +397,14 @@ let package = Package(
             name: "interop-client",
             dependencies: ["GRPCInteropTesting", "HabitFlowRPC", "HabitFlowRPCClient", logging, nioPosix],
             path: "Tools/Interop/Client",
+            swiftSettings: swiftSettings
+        ),
+
+        // The product in one walkthrough through the SDK, against a running stack (scripts/demo).
+        .executableTarget(
+            name: "habitflow-demo",
+            dependencies: ["HabitFlowSDK", "HabitFlowArchive"],
+            path: "Tools/Demo",
             swiftSettings: swiftSettings
         ),
 

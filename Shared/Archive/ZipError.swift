@@ -1,5 +1,5 @@
-/// A ``ZipStreamWriter`` call that was refused: a call out of order, a bad name, or an archive past the limits of ZIP
-/// without ZIP64.
+/// A ``ZipStreamWriter`` call that was refused (a call out of order, a bad name, or an archive past the limits of ZIP
+/// without ZIP64), or an archive ``ZipDirectory`` cannot read.
 public struct ZipError: Error, CustomStringConvertible, Sendable {
     /// What kind of failure this is; new codes may be added.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -13,6 +13,7 @@ public struct ZipError: Error, CustomStringConvertible, Sendable {
             case tooManyEntries
             case entryTooLarge
             case archiveTooLarge
+            case invalidArchive
         }
 
         private let value: Value
@@ -44,6 +45,8 @@ public struct ZipError: Error, CustomStringConvertible, Sendable {
         public static let entryTooLarge = Code(.entryTooLarge)
         /// An archive of more than ``ZipStreamWriter/maximumSize`` bytes. The writer has failed.
         public static let archiveTooLarge = Code(.archiveTooLarge)
+        /// ``ZipDirectory`` could not read an archive's table of contents.
+        public static let invalidArchive = Code(.invalidArchive)
     }
 
     public var code: Code

@@ -182,6 +182,49 @@ public final class HabitFlowClient: Sendable {
         try await gateway.getDashboard(Habitflow_Gateway_V1_GetDashboardRequest())
     }
 
+    /// A finished data export.
+    public struct ExportedArchive: Sendable, Hashable {
+        /// Where the archive is.
+        public var file: URL
+        /// The name the server suggests for it, `habitflow-export-<username>-<date>.zip`.
+        public var suggestedFileName: String
+        public var byteCount: Int
+    }
+
+    /// Everything the account has in every service, as a ZIP of CSV files with a README.txt describing them, written
+    /// to `file` (replaced if it exists). The archive streams into a temporary file beside `file` and is moved into
+    /// place only once the server says it is complete, so a failed export never leaves a partial archive. One export
+    /// per account per minute (``HabitFlowError/Kind/rateLimited`` with the delay otherwise).
+    @discardableResult
+    public func exportMyData(to file: URL, timeout: Duration = .seconds(600)) async throws -> ExportedArchive {
+        let partial = file.deletingLastPathComponent()
+            .appendingPathComponent(".\(file.lastPathComponent).\(UUID().uuidString).partial")
+        guard FileManager.default.createFile(atPath: partial.path, contents: nil) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: partial.path])
+        }
+        defer { try? FileManager.default.removeItem(at: partial) }
+        let output = try FileHandle(forWritingTo: partial)
+        var suggestedFileName = ""
+        var byteCount = 0
+        do {
+            defer { try? output.close() }
+            let chunks = try await gateway.exportMyData(
+                Habitflow_Gateway_V1_ExportMyDataRequest(), options: CallOptions(timeout: timeout))
+            for try await chunk in chunks {
+                if suggestedFileName.isEmpty { suggestedFileName = chunk.fileName }
+                try output.write(contentsOf: chunk.data)
+                byteCount += chunk.data.count
+            }
+        } catch let error as HabitFlowError {
+            throw error
+        } catch let error as RPCError {
+            throw HabitFlowError(error)
+        }
+        if FileManager.default.fileExists(atPath: file.path) { try FileManager.default.removeItem(at: file) }
+        try FileManager.default.moveItem(at: partial, to: file)
+        return ExportedArchive(file: file, suggestedFileName: suggestedFileName, byteCount: byteCount)
+    }
+
     /// Closes the connection to the gateway; later calls fail.
     public func close() async {
         await channel.close()

@@ -57,6 +57,7 @@ extension AuthServiceTests {
                 let event = try Habitflow_Events_V1_UserCreated(serializedBytes: envelope.payload)
                 #expect(event.userID == user.id)
                 #expect(event.username == user.username)
+                #expect(event.displayName == user.displayName)
                 #expect(event.timeZone == "America/New_York")
                 #expect(envelope.source == "auth")
             }

@@ -61,11 +61,19 @@ import Testing
         let friends = try await sam.social.listFriends(.init(), options: sam.options)
         #expect(friends.friends.map(\.person.displayName) == ["Alexandra"])
         #expect(friends.friends.map(\.person.username) == [alex.username])
-        // UserCreated carries no display name: the username stands in (here as the latest names).
+        // UserCreated carries the display name; one without (published before it had the field): the username
+        // stands in (here as the latest names).
         var created = Habitflow_Events_V1_UserCreated()
         created.userID = alex.userID
         created.username = alex.username
+        created.displayName = "Alex again"
         created.createdAt = Google_Protobuf_Timestamp(date: try instantFrom("2099-01-03T00:00:00Z"))
+        try await alex.fixture.deliverAccountEvent(created, userID: alex.userID)
+        #expect(try await sam.social.listFriends(.init(), options: sam.options).friends.map(\.person.displayName) == [
+            "Alex again"
+        ])
+        created.displayName = ""
+        created.createdAt = Google_Protobuf_Timestamp(date: try instantFrom("2099-01-04T00:00:00Z"))
         try await alex.fixture.deliverAccountEvent(created, userID: alex.userID)
         let renamed = try await sam.social.listFriends(.init(), options: sam.options)
         #expect(renamed.friends.map(\.person.displayName) == [alex.username])

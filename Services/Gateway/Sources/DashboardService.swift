@@ -5,7 +5,7 @@ internal import HabitFlowRPC
 internal import HabitFlowServiceKit
 internal import HabitFlowSocialProtos
 
-/// `habitflow.gateway.v1.GatewayService`: the dashboard, assembled from the services that own its parts.
+/// `GatewayService/GetDashboard`: the dashboard, assembled from the services that own its parts.
 ///
 /// Parts and where they come from, each called on the caller's behalf through the service's public API (as the
 /// client's own call would be; internal APIs refuse calls signed as the gateway, since forwarded client calls are):
@@ -19,7 +19,7 @@ internal import HabitFlowSocialProtos
 /// Every part is fetched concurrently under its own deadline (the part timeout, or what is left of the call's,
 /// whichever is shorter). A part that fails is left out and named in `missing_parts` with its status (`UNAVAILABLE`
 /// when its service is down, `DEADLINE_EXCEEDED` when it was too slow): the client shows what it has.
-struct DashboardService: Habitflow_Gateway_V1_GatewayService.Handler {
+struct DashboardService: Sendable {
     let habits: Habitflow_Habits_V1_HabitsService.Client
     let goals: Habitflow_Goals_V1_GoalsService.Client
     let social: Habitflow_Social_V1_SocialService.Client

@@ -35,6 +35,12 @@ public struct GatewayConfiguration: Sendable {
     public var keyRefreshInterval: Duration = .seconds(300)
     /// Each part of the dashboard is fetched under this deadline (or the call's, when shorter).
     public var dashboardPartTimeout: Duration = .seconds(2)
+    /// An account may export its data once per this interval.
+    public var exportInterval: Duration = .seconds(60)
+    /// Each service's part of an export (all but the habits' entries) is fetched under this deadline.
+    public var exportPartTimeout: Duration = .seconds(20)
+    /// An export without a deadline of its own ends after this.
+    public var exportStreamTimeout: Duration = .seconds(600)
 
     public struct TLSFiles: Sendable, Hashable {
         public var certificatePath: String
@@ -75,6 +81,7 @@ public struct GatewayConfiguration: Sendable {
     /// | `HABITFLOW_GATEWAY_TOKEN_LEEWAY_MS` | 30000 |
     /// | `HABITFLOW_GATEWAY_KEY_REFRESH_MS` | 300000 |
     /// | `HABITFLOW_GATEWAY_DASHBOARD_PART_TIMEOUT_MS` | 2000 |
+    /// | `HABITFLOW_GATEWAY_EXPORT_INTERVAL_MS` | 60000 (one export per account per minute) |
     public static func fromEnvironment(
         _ service: ServiceConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigurationError) -> GatewayConfiguration {
@@ -103,6 +110,7 @@ public struct GatewayConfiguration: Sendable {
         if let value = try reader.nonNegativeMilliseconds("TOKEN_LEEWAY_MS") { configuration.tokenLeeway = value }
         if let value = try reader.milliseconds("KEY_REFRESH_MS") { configuration.keyRefreshInterval = value }
         if let value = try reader.milliseconds("DASHBOARD_PART_TIMEOUT_MS") { configuration.dashboardPartTimeout = value }
+        if let value = try reader.milliseconds("EXPORT_INTERVAL_MS") { configuration.exportInterval = value }
         return configuration
     }
 }

@@ -4,6 +4,7 @@ public import Logging
 internal import Foundation
 internal import HabitFlowAuthProtos
 internal import HabitFlowCrypto
+internal import HabitFlowGatewayProtos
 internal import HabitFlowGoalsProtos
 internal import HabitFlowHabitsProtos
 internal import HabitFlowSocialProtos
@@ -82,12 +83,27 @@ public enum GatewayServiceDefinition {
                         defaultTimeout: configuration.defaultTimeout)
                 })
         }
+        func exportChannel(to owner: String) throws -> any RPCClientTransport {
+            try channel(to: owner).intercepted(
+                by: [InternalCredentialClientInterceptor(credential: credential, caller: DataExport.caller)])
+        }
         services.append(
-            DashboardService(
-                habits: Habitflow_Habits_V1_HabitsService.Client(transport: try channel(to: "habits")),
-                goals: Habitflow_Goals_V1_GoalsService.Client(transport: try channel(to: "goals")),
-                social: Habitflow_Social_V1_SocialService.Client(transport: try channel(to: "social")),
-                partTimeout: configuration.dashboardPartTimeout))
+            GatewayServiceHandler(
+                dashboard: DashboardService(
+                    habits: Habitflow_Habits_V1_HabitsService.Client(transport: try channel(to: "habits")),
+                    goals: Habitflow_Goals_V1_GoalsService.Client(transport: try channel(to: "goals")),
+                    social: Habitflow_Social_V1_SocialService.Client(transport: try channel(to: "social")),
+                    partTimeout: configuration.dashboardPartTimeout),
+                export: DataExport(
+                    sources: DataExport.Sources(
+                        auth: Habitflow_Auth_V1_AuthInternal.Client(transport: try exportChannel(to: "auth")),
+                        habits: Habitflow_Habits_V1_HabitsInternal.Client(transport: try exportChannel(to: "habits")),
+                        goals: Habitflow_Goals_V1_GoalsInternal.Client(transport: try exportChannel(to: "goals")),
+                        social: Habitflow_Social_V1_SocialInternal.Client(transport: try exportChannel(to: "social"))),
+                    interval: configuration.exportInterval,
+                    limiter: RateLimiter(limit: .init(perSecond: 1 / configuration.exportInterval.timeInterval, burst: 1)),
+                    partTimeout: configuration.exportPartTimeout, streamTimeout: configuration.exportStreamTimeout,
+                    logger: logger)))
 
         // Keys are fetched ahead of the first call and kept fresh, so a request rarely waits for them.
         let refreshInterval = configuration.keyRefreshInterval
@@ -175,6 +191,25 @@ public enum GatewayServiceDefinition {
         case .expired: return .expired
         case .notFound, .unspecified, .UNRECOGNIZED: return .notFound
         }
+    }
+}
+
+/// `habitflow.gateway.v1.GatewayService`: the gateway's own RPCs, each built from several services.
+struct GatewayServiceHandler: Habitflow_Gateway_V1_GatewayService.Handler {
+    let dashboard: DashboardService
+    let export: DataExport
+
+    func getDashboard(
+        request: Habitflow_Gateway_V1_GetDashboardRequest, context: ServerContext
+    ) async throws -> Habitflow_Gateway_V1_Dashboard {
+        try await dashboard.getDashboard(request: request, context: context)
+    }
+
+    func exportMyData(
+        request: Habitflow_Gateway_V1_ExportMyDataRequest,
+        responses: ResponseWriter<Habitflow_Gateway_V1_ExportMyDataChunk>, context: ServerContext
+    ) async throws {
+        try await export.exportMyData(responses: responses, context: context)
     }
 }
 

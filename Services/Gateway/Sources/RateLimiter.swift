@@ -45,6 +45,17 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
         }
     }
 
+    /// Gives back the token an allowed call took, for a call that failed before it cost anything (an export whose
+    /// parts could not be gathered), so the client may retry at once.
+    func giveBack(_ key: Key) {
+        let burst = limit.burst
+        buckets.withLock { buckets in
+            guard var bucket = buckets[key] else { return }
+            bucket.tokens = min(burst, bucket.tokens + 1)
+            buckets[key] = bucket
+        }
+    }
+
     /// Keys currently tracked (for tests of the sweep).
     var trackedKeys: Int { buckets.withLock { $0.count } }
 

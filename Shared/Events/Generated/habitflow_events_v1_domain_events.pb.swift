@@ -42,6 +42,10 @@ public nonisolated struct Habitflow_Events_V1_UserCreated: Sendable {
   /// Clears the value of `createdAt`. Subsequent reads from it will return its default value.
   public mutating func clearCreatedAt() {self._createdAt = nil}
 
+  /// The name friends see; empty when the account was created without one (and in events published before this
+  /// field existed): then the username stands in.
+  public var displayName: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -199,7 +203,7 @@ fileprivate nonisolated let _protobuf_package = "habitflow.events.v1"
 
 nonisolated extension Habitflow_Events_V1_UserCreated: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".UserCreated"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{1}username\0\u{3}time_zone\0\u{3}created_at\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{1}username\0\u{3}time_zone\0\u{3}created_at\0\u{3}display_name\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -211,6 +215,7 @@ nonisolated extension Habitflow_Events_V1_UserCreated: SwiftProtobuf.Message, Sw
       case 2: try { try decoder.decodeSingularStringField(value: &self.username) }()
       case 3: try { try decoder.decodeSingularStringField(value: &self.timeZone) }()
       case 4: try { try decoder.decodeSingularMessageField(value: &self._createdAt) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.displayName) }()
       default: break
       }
     }
@@ -233,6 +238,9 @@ nonisolated extension Habitflow_Events_V1_UserCreated: SwiftProtobuf.Message, Sw
     try { if let v = self._createdAt {
       try visitor.visitSingularMessageField(value: v, fieldNumber: 4)
     } }()
+    if !self.displayName.isEmpty {
+      try visitor.visitSingularStringField(value: self.displayName, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -241,6 +249,7 @@ nonisolated extension Habitflow_Events_V1_UserCreated: SwiftProtobuf.Message, Sw
     if lhs.username != rhs.username {return false}
     if lhs.timeZone != rhs.timeZone {return false}
     if lhs._createdAt != rhs._createdAt {return false}
+    if lhs.displayName != rhs.displayName {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

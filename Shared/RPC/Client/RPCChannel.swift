@@ -75,7 +75,13 @@ public final class RPCChannel: RPCClientTransport {
 
     /// This channel's connections, retries and deadlines without its interceptors: for calls whose metadata is
     /// complete already, such as a gateway's forwarded calls, signed by the gateway for the user it authenticated.
-    public var bypassingInterceptors: any RPCClientTransport { UninterceptedChannel(channel: self) }
+    public var bypassingInterceptors: any RPCClientTransport { intercepted(by: []) }
+
+    /// This channel's connections, retries and deadlines with `interceptors` instead of its own: for calls of the
+    /// same process that need another identity (the gateway's export signs its calls as `gateway-export`).
+    public func intercepted(by interceptors: [any ClientInterceptor]) -> any RPCClientTransport {
+        InterceptedChannel(channel: self, interceptors: interceptors)
+    }
 
     fileprivate func start(
         _ details: ClientCallDetails, interceptors: [any ClientInterceptor], singleRequest: ByteBuffer?
@@ -202,14 +208,18 @@ public struct ForwardedCall: Sendable {
 }
 
 /// See ``RPCChannel/bypassingInterceptors``.
-private struct UninterceptedChannel: RPCClientTransport {
+private struct InterceptedChannel: RPCClientTransport {
     let channel: RPCChannel
+    let interceptors: [any ClientInterceptor]
 
     func startCall(
         _ method: MethodDescriptor, options: CallOptions, singleRequest: ByteBuffer?
     ) async throws -> any ClientCallStream {
-        try await channel.start(
-            ClientCallDetails(method: method, options: options), interceptors: [], singleRequest: singleRequest)
+        var details = ClientCallDetails(method: method, options: options)
+        for interceptor in interceptors {
+            try await interceptor.willStart(&details)
+        }
+        return try await channel.start(details, interceptors: interceptors, singleRequest: singleRequest)
     }
 }
 

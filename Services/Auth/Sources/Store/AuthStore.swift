@@ -29,6 +29,7 @@ struct AuthStore: Sendable {
         var event = Habitflow_Events_V1_UserCreated()
         event.userID = user.id.lowercasedString
         event.username = user.username
+        event.displayName = user.displayName
         event.timeZone = user.timeZone
         event.createdAt = Google_Protobuf_Timestamp(date: user.createdAt)
         return event

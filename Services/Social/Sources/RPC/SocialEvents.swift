@@ -8,7 +8,7 @@ internal import Logging
 /// Applies other services' events (each exactly once: ``EventSubscriberService`` records them in the same
 /// transaction), in any order:
 /// - auth's `UserCreated`/`UserUpdated` keep the user's time zone and the names friends see (username, display
-///   name; UserCreated has no display name, so the username stands in), each last write wins by event time;
+///   name; without a display name the username stands in), each last write wins by event time;
 ///   `UserDeleted` removes everything of the user, ending their partnership first
 ///   (``SocialStore/purgeUser(_:_:now:)``).
 /// - habits' `CategoryDeleted` drops the category from the user's shared categories.
@@ -31,7 +31,8 @@ struct SocialEvents {
                 let userID = event.id(created.userID, field: "user_id")
             else { return }
             try await applyAccount(
-                event, transaction, user: userID, username: created.username, displayName: created.username,
+                event, transaction, user: userID, username: created.username,
+                displayName: created.displayName.isEmpty ? created.username : created.displayName,
                 changedAt: event.time(created.hasCreatedAt ? created.createdAt : nil), now: now)
         case Habitflow_Events_V1_UserUpdated.protoMessageName:
             guard let updated = event.payload(Habitflow_Events_V1_UserUpdated.self),

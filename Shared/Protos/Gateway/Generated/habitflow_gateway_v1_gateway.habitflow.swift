@@ -11,18 +11,27 @@ public enum Habitflow_Gateway_V1_GatewayService {
 
     public enum Method {
         public static let getDashboard = MethodDescriptor(service: "habitflow.gateway.v1.GatewayService", method: "GetDashboard")
-        public static let all: [MethodDescriptor] = [getDashboard]
+        public static let exportMyData = MethodDescriptor(service: "habitflow.gateway.v1.GatewayService", method: "ExportMyData")
+        public static let all: [MethodDescriptor] = [getDashboard, exportMyData]
     }
 
     /// Implement this to serve habitflow.gateway.v1.GatewayService.
     public protocol Handler: RPCService {
         /// The overview of the caller's current week (seed 004 §3.6): weekly score, each habit's "X/Y" and the category
-        /// scores (habits service), and the goals being worked on with their progress (goals service); the leaderboard
-        /// joins with the social service. Each part comes from its own service, fetched concurrently under its own
-        /// deadline; a part whose service is down (UNAVAILABLE), slow (DEADLINE_EXCEEDED) or not deployed yet
-        /// (UNIMPLEMENTED: the leaderboard, for now) is left empty and listed in `missing_parts`, and the call still
-        /// succeeds.
+        /// scores (habits service), the goals being worked on with their progress (goals service) and the top of the
+        /// leaderboard (social service). Each part comes from its own service, fetched concurrently under its own
+        /// deadline; a part whose service is down (UNAVAILABLE), slow (DEADLINE_EXCEEDED) or not deployed
+        /// (UNIMPLEMENTED) is left empty and listed in `missing_parts`, and the call still succeeds.
         func getDashboard(request: Habitflow_Gateway_V1_GetDashboardRequest, context: ServerContext) async throws -> Habitflow_Gateway_V1_Dashboard
+
+        /// Everything the caller has in every service (seed 004 BACKUP-003), as a ZIP archive of CSV files (RFC 4180,
+        /// UTF-8, dates ISO 8601, times UTC), one per kind, plus a README.txt describing every column. The archive is
+        /// streamed as it is built, in chunks of at most 64 KiB; concatenate `data` in order. The parts come from each
+        /// service's internal export; when a service cannot be reached before streaming starts the call fails with
+        /// UNAVAILABLE naming it and sends nothing, and a failure after that ends the call with an error status: an
+        /// archive is complete only when the call ends OK. One export per account per minute (RESOURCE_EXHAUSTED with
+        /// google.rpc.RetryInfo otherwise).
+        func exportMyData(request: Habitflow_Gateway_V1_ExportMyDataRequest, responses: ResponseWriter<Habitflow_Gateway_V1_ExportMyDataChunk>, context: ServerContext) async throws
     }
 
     /// Calls habitflow.gateway.v1.GatewayService through a transport (an `RPCChannel`).
@@ -38,17 +47,27 @@ public enum Habitflow_Gateway_V1_GatewayService {
         }
 
         /// The overview of the caller's current week (seed 004 §3.6): weekly score, each habit's "X/Y" and the category
-        /// scores (habits service), and the goals being worked on with their progress (goals service); the leaderboard
-        /// joins with the social service. Each part comes from its own service, fetched concurrently under its own
-        /// deadline; a part whose service is down (UNAVAILABLE), slow (DEADLINE_EXCEEDED) or not deployed yet
-        /// (UNIMPLEMENTED: the leaderboard, for now) is left empty and listed in `missing_parts`, and the call still
-        /// succeeds.
+        /// scores (habits service), the goals being worked on with their progress (goals service) and the top of the
+        /// leaderboard (social service). Each part comes from its own service, fetched concurrently under its own
+        /// deadline; a part whose service is down (UNAVAILABLE), slow (DEADLINE_EXCEEDED) or not deployed
+        /// (UNIMPLEMENTED) is left empty and listed in `missing_parts`, and the call still succeeds.
         public func getDashboard(_ request: Habitflow_Gateway_V1_GetDashboardRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Gateway_V1_Dashboard {
             try await getDashboardWithMetadata(request, options: options).message
         }
 
         public func getDashboardWithMetadata(_ request: Habitflow_Gateway_V1_GetDashboardRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Gateway_V1_Dashboard> {
             try await transport.unary(Habitflow_Gateway_V1_GatewayService.Method.getDashboard, request, options: options, idempotentByDefault: true)
+        }
+
+        /// Everything the caller has in every service (seed 004 BACKUP-003), as a ZIP archive of CSV files (RFC 4180,
+        /// UTF-8, dates ISO 8601, times UTC), one per kind, plus a README.txt describing every column. The archive is
+        /// streamed as it is built, in chunks of at most 64 KiB; concatenate `data` in order. The parts come from each
+        /// service's internal export; when a service cannot be reached before streaming starts the call fails with
+        /// UNAVAILABLE naming it and sends nothing, and a failure after that ends the call with an error status: an
+        /// archive is complete only when the call ends OK. One export per account per minute (RESOURCE_EXHAUSTED with
+        /// google.rpc.RetryInfo otherwise).
+        public func exportMyData(_ request: Habitflow_Gateway_V1_ExportMyDataRequest, options: CallOptions = CallOptions()) async throws -> ResponseStream<Habitflow_Gateway_V1_ExportMyDataChunk> {
+            try await transport.serverStreaming(Habitflow_Gateway_V1_GatewayService.Method.exportMyData, request, options: options, idempotentByDefault: true)
         }
     }
 }
@@ -59,6 +78,7 @@ extension Habitflow_Gateway_V1_GatewayService.Handler {
     public var methods: [ServerMethod] {
         [
             .unary(Habitflow_Gateway_V1_GatewayService.Method.getDashboard) { try await self.getDashboard(request: $0, context: $1) },
+            .serverStreaming(Habitflow_Gateway_V1_GatewayService.Method.exportMyData) { try await self.exportMyData(request: $0, responses: $1, context: $2) },
         ]
     }
 }
