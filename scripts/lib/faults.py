@@ -13,6 +13,7 @@ the ledger says was acknowledged:
 
 Per fault it prints: calls failed from the kill until the target answered again, by status; the time from the
 restart to the first successful call that needed the target; acknowledged writes lost; duplicates; events applied.
+Last, the checker checks itself: an invented acknowledged entry id must come out lost.
 """
 
 import argparse
@@ -167,6 +168,7 @@ class Faults:
             self.bin_dir, base_env=env, ports=ports, metrics_ports={name: _free_port() for name in SERVICES},
             absent_address="127.0.0.1:1", log_dir=self.log_dir)
         self.postgres = Postgres()
+        self.last_lines = []
 
     def stack_ticks(self, load):
         """CPU ticks so far of the services, the driver and Postgres (the postmaster with its backends)."""
@@ -351,6 +353,20 @@ class Faults:
             text += "\nUserCreated delivery lag (sign-up acknowledged to subscriber's row): " + "; ".join(lags)
         return text, problems
 
+    def check_the_checker(self):
+        """The verification must see a loss: an acknowledged entry id that was never sent has to count as lost, and
+        an acknowledged one from the last ledger as stored."""
+        stored = next((line for line in self.last_lines if line.operation == "mark-done" and line.ok), None)
+        if stored is None:
+            return ["no acknowledged mark-done to check the checker with"]
+        invented = LedgerLine("%d\tmark-done\tOK\t%s\t%s\t-" % (time.time() * 1000, stored.user, uuid.uuid4()))
+        result = {"lines": [stored, invented]}
+        self.verify(result)
+        if result["lost"] != [invented.client_id] or result["duplicates"]:
+            return ["the checker did not see an invented acknowledged write as lost (%s)" % result["lost"]]
+        log("faults: the checker finds an invented acknowledged write lost, as it should")
+        return []
+
     def report(self, result, events, problems):
         target = result["target"]
         goal = POSTGRES_GOAL if target == "postgres" else SERVICE_GOAL
@@ -408,8 +424,10 @@ class Faults:
                 log("faults: %s" % target)
                 result = self.run_fault(target, index)
                 self.verify(result)
+                self.last_lines = result["lines"]
                 events, problems = self.verify_events(result["signups_acked"], result["restarted"])
                 all_problems += self.report(result, events, problems)
+            all_problems += self.check_the_checker()
         finally:
             self.stack.stop_all()
             if a.keep:
