@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the end-to-end tests (Python grpcio through the gateway to the services; the data export and the demo; the
-# stack from a folder only root can enter) with Debian's interpreter, which sees python3-grpcio and python3-grpc-tools.
+# stack from a folder only root can enter; the authorization matrix, secrets in logs and the gateway's TLS) with
+# Debian's interpreter, which sees python3-grpcio and python3-grpc-tools.
 # scripts/test runs it with the test Postgres's URLs in the environment (HABITFLOW_TEST_<SERVICE>_DATABASE_URL) and
 # HABITFLOW_E2E_BIN_DIR naming the built executables.
 #
@@ -15,7 +16,7 @@ if ! "$PYTHON" -c 'import grpc, grpc_tools.protoc' 2>/dev/null; then
     exit 2
 fi
 if [ "$#" -eq 0 ]; then
-    set -- gateway_e2e_test export_test stack_anywhere_test
+    set -- gateway_e2e_test export_test stack_anywhere_test security_test
 fi
 
 export PYTHONDONTWRITEBYTECODE=1
