@@ -4,6 +4,10 @@ habitflow-social, habitflow-gateway) and the test Postgres that scripts/test sta
 
 Environment (set by scripts/test): HABITFLOW_E2E_BIN_DIR (the built executables), HABITFLOW_TEST_<SERVICE>_DATABASE_URL,
 HABITFLOW_SQL_DIR.
+
+With HABITFLOW_E2E_GATEWAY=HOST:PORT the tests start nothing and call the gateway of a stack that runs already
+(scripts/compose-check: the compose stack's published port). Only the tests that need no more than the gateway apply
+then: not the ones that read the database or stop services (ServiceOutage, account deletion).
 """
 
 import atexit
@@ -105,7 +109,13 @@ def free_port():
 
 
 def start_stack(test_case):
-    """auth, habits, goals, social and the gateway on free ports against the test Postgres; stopped when the class is done."""
+    """auth, habits, goals, social and the gateway on free ports against the test Postgres; stopped when the class is done.
+    With HABITFLOW_E2E_GATEWAY set, only a channel to that gateway."""
+    gateway = os.environ.get("HABITFLOW_E2E_GATEWAY")
+    if gateway:
+        test_case.stack = None
+        connect(test_case, gateway)
+        return
     bin_dir = os.environ.get("HABITFLOW_E2E_BIN_DIR") or os.path.join(REPO_ROOT, ".build", "debug")
     env = dict(os.environ)
     for name in ("auth", "habits", "goals", "social"):
@@ -141,7 +151,12 @@ def start_stack(test_case):
                     sys.stderr.write("--- %s.log\n%s\n" % (name, f.read()[-4000:]))
         raise
     test_case.stack = stack
-    test_case.channel = grpc.insecure_channel(stack.address("gateway"))
+    connect(test_case, stack.address("gateway"))
+
+
+def connect(test_case, gateway):
+    """A channel to the gateway at HOST:PORT and a stub per public service, closed when the class is done."""
+    test_case.channel = grpc.insecure_channel(gateway)
     test_case.addClassCleanup(test_case.channel.close)
     test_case.auth = service_stub(test_case.channel, auth_pb2, "AuthService")
     test_case.habits = service_stub(test_case.channel, habits_service_pb2, "HabitsService")
