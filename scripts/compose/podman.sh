@@ -9,8 +9,8 @@ COMPOSE_DIR=$HABITFLOW_ROOT/scripts/compose
 export CONTAINERS_CONF=$COMPOSE_DIR/containers.conf
 export CONTAINERS_STORAGE_CONF=$COMPOSE_DIR/storage.conf
 # What the check needs on top of scripts/bootstrap's packages: podman with runc, its network stack (netavark, its DNS
-# aardvark-dns, iptables) and debootstrap. docker-compose is in scripts/bootstrap already.
-COMPOSE_PACKAGES=(podman runc netavark aardvark-dns iptables conmon debootstrap)
+# aardvark-dns, iptables, iproute2) and debootstrap. docker-compose is in scripts/bootstrap already.
+COMPOSE_PACKAGES=(podman runc netavark aardvark-dns iptables iproute2 conmon debootstrap)
 # Where buildah keeps the Dockerfile's build cache mount (the Swift build folder between product builds).
 BUILD_CACHE_DIR=/var/tmp/buildah-cache/habitflow-swift-release
 # Where debootstrap and apt inside the images fetch Debian from.
