@@ -4,6 +4,10 @@ habitflow-social, habitflow-gateway) and the test Postgres that scripts/test sta
 
 Environment (set by scripts/test): HABITFLOW_E2E_BIN_DIR (the built executables), HABITFLOW_TEST_<SERVICE>_DATABASE_URL,
 HABITFLOW_SQL_DIR.
+
+With HABITFLOW_E2E_GATEWAY=HOST:PORT the tests start nothing and call the gateway of a stack that runs already
+(scripts/compose-check: the compose stack's published port). Only the tests that need no more than the gateway apply
+then: not the ones that read the database or stop services (ServiceOutage, account deletion).
 """
 
 import atexit
@@ -116,7 +120,14 @@ def start_stack(test_case, extra_env=None, log_level="warning", gateway_tls=None
     path, key path) to serve the gateway over TLS (the channel then trusts that certificate). Sets `test_case.stack`,
     `test_case.log_dir` (each process's output, `<service>.log`, removed with the stack) and
     `test_case.internal_secret`, and a stub per public service on `test_case.channel`.
+
+    With HABITFLOW_E2E_GATEWAY set, nothing is started: only a channel to that gateway (`test_case.stack` is None).
     """
+    gateway = os.environ.get("HABITFLOW_E2E_GATEWAY")
+    if gateway:
+        test_case.stack = None
+        connect(test_case, grpc.insecure_channel(gateway))
+        return
     bin_dir = os.environ.get("HABITFLOW_E2E_BIN_DIR") or os.path.join(REPO_ROOT, ".build", "debug")
     env = dict(os.environ)
     for name in ("auth", "habits", "goals", "social"):
@@ -166,10 +177,15 @@ def start_stack(test_case, extra_env=None, log_level="warning", gateway_tls=None
     test_case.log_dir = log_dir
     test_case.internal_secret = env["HABITFLOW_INTERNAL_SECRET"]
     if roots is not None:
-        test_case.channel = grpc.secure_channel(
-            stack.address("gateway"), grpc.ssl_channel_credentials(root_certificates=roots))
+        connect(test_case, grpc.secure_channel(
+            stack.address("gateway"), grpc.ssl_channel_credentials(root_certificates=roots)))
     else:
-        test_case.channel = grpc.insecure_channel(stack.address("gateway"))
+        connect(test_case, grpc.insecure_channel(stack.address("gateway")))
+
+
+def connect(test_case, channel):
+    """`channel` to the gateway and a stub per public service on `test_case`, closed when the class is done."""
+    test_case.channel = channel
     test_case.addClassCleanup(test_case.channel.close)
     test_case.auth = service_stub(test_case.channel, auth_pb2, "AuthService")
     test_case.habits = service_stub(test_case.channel, habits_service_pb2, "HabitsService")

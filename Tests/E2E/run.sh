@@ -7,6 +7,8 @@
 #
 #   Tests/E2E/run.sh                                   # every test
 #   Tests/E2E/run.sh gateway_e2e_test.ServiceOutage    # or any unittest names
+#   HABITFLOW_E2E_GATEWAY=127.0.0.1:7070 Tests/E2E/run.sh gateway_e2e_test.GatewayEndToEnd.test_health
+#                                                      # against a stack that runs already (scripts/compose-check)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
