@@ -233,27 +233,27 @@ extension AuthServiceTests {
                 #expect(
                     await env.error { try await env.authInternal.getUsers(.with { $0.userIds = [ana.user.id] }) }?.code
                         == .permissionDenied)
-                try await env.withInternalClient(signedAs: "social") { internal in
+                try await env.withInternalClient(signedAs: "social") { lookups in
                     var lookup = Habitflow_Auth_V1_LookupUsersRequest()
                     lookup.emails = [ana.user.email.uppercased(), "nobody@example.com"]
                     lookup.usernames = [ben.user.username.uppercased()]
-                    let found = try await internal.lookupUsers(lookup)
+                    let found = try await lookups.lookupUsers(lookup)
                     #expect(Set(found.users.map(\.id)) == [ana.user.id, ben.user.id])
-                    #expect(try await internal.lookupUsers(.init()).users.isEmpty)
+                    #expect(try await lookups.lookupUsers(.init()).users.isEmpty)
 
                     var get = Habitflow_Auth_V1_GetUsersRequest()
                     get.userIds = [ana.user.id, UUID().uuidString]
-                    #expect(try await internal.getUsers(get).users.map(\.id) == [ana.user.id])
+                    #expect(try await lookups.getUsers(get).users.map(\.id) == [ana.user.id])
                     get.userIds = ["not-a-uuid"]
                     #expect(
-                        await env.error { try await internal.getUsers(get) }?.fieldViolations.map(\.field) == [
+                        await env.error { try await lookups.getUsers(get) }?.fieldViolations.map(\.field) == [
                             "user_ids[0]"
                         ])
                     get.userIds = (0...500).map { _ in UUID().uuidString }
-                    #expect(await env.error { try await internal.getUsers(get) }?.code == .invalidArgument)
+                    #expect(await env.error { try await lookups.getUsers(get) }?.code == .invalidArgument)
                     lookup.emails = (0...100).map { "u\($0)@example.com" }
                     #expect(
-                        await env.error { try await internal.lookupUsers(lookup) }?.fieldViolations.map(\.field)
+                        await env.error { try await lookups.lookupUsers(lookup) }?.fieldViolations.map(\.field)
                             == ["emails"])
                 }
             }
