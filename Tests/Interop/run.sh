@@ -17,7 +17,7 @@ if ! "$PYTHON" -c 'import grpc, grpc_tools.protoc' 2>/dev/null; then
 fi
 
 if [ "$#" -eq 0 ]; then
-    set -- interop_client_test side_services_test bad_input_test
+    set -- interop_client_test side_services_test bad_input_test unprivileged_test
 fi
 
 export PYTHONDONTWRITEBYTECODE=1
