@@ -17,7 +17,8 @@ struct InboundHeaderProgressTests {
             [
                 .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
                 .init(name: ":path", value: "/grpc.testing.TestService/EmptyCall"),
-                .init(name: ":authority", value: "localhost"), .init(name: "x-padding", value: String(repeating: "p", count: 200)),
+                .init(name: ":authority", value: "localhost"),
+                .init(name: "x-padding", value: String(repeating: "p", count: 200)),
             ],
             endStream: false)
         client.writeData(ByteBuffer(bytes: [0, 0, 0, 0, 0]), streamID: streamID)

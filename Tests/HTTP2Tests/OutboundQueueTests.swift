@@ -30,7 +30,9 @@ struct OutboundQueueTests {
         toServer.clear()
         try client.drainOutput(into: &toServer)  // the client's SETTINGS ACK and window
         _ = try server.receive(toServer)
-        for id in ids { try server.submitResponse([.init(name: ":status", value: "200")], streamID: id, endStream: false) }
+        for id in ids {
+            try server.submitResponse([.init(name: ":status", value: "200")], streamID: id, endStream: false)
+        }
         return (server, ids)
     }
 

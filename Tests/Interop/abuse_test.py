@@ -554,9 +554,10 @@ class AbuseTest(unittest.TestCase):
     # --- SETTINGS flood ------------------------------------------------------------------------------------------
 
     def test_settings_flood(self):
-        """10,000 SETTINGS frames in one burst; 20,000 in batches of 500 with the ACKs read in between; 10 SETTINGS
-        frames of 1,000 entries each. Each must be cut off with GOAWAY ENHANCE_YOUR_CALM (nghttp2: more than 1,000
-        ACKs pending, more than 32 entries in a frame) without memory growth."""
+        """10,000 SETTINGS frames in one burst, and 10 SETTINGS frames of 1,000 entries each: both must be cut off with
+        GOAWAY ENHANCE_YOUR_CALM (nghttp2: more than 1,000 ACKs pending, more than 32 entries in a frame). 20,000 in
+        batches of 500 with the ACKs read in between: acknowledged as they come, or cut off the same way when the
+        server happens to read more than 1,000 at once (a slow debug build does); memory stays flat either way."""
 
         def attack(record):
             outcomes = []
@@ -592,7 +593,7 @@ class AbuseTest(unittest.TestCase):
             codes.append(conn.goaway and conn.goaway.error_code)
             outcomes.append("in batches of 500: %s after %d acknowledged" % (
                 "closed in %.2f s, %s" % (time.monotonic() - started, describe_goaway(conn.goaway))
-                if paced_closed else "not cut off", acks))
+                if paced_closed else "kept open", acks))
 
             conn = self.connect()
             wide = h2raw.encode_frame(h2raw.SETTINGS, 0, 0, b"".join(
@@ -606,12 +607,12 @@ class AbuseTest(unittest.TestCase):
             outcomes.append("1,000 entries a frame: %s" % (
                 "closed, %s" % describe_goaway(conn.goaway) if wide_closed else "not cut off"))
             record.outcome = "; ".join(outcomes)
-            record.cut_off = burst_closed and paced_closed and wide_closed
-            record.codes = codes
+            record.cut_off = burst_closed and wide_closed
+            record.codes = codes if paced_closed else codes[:1] + codes[2:]
 
         record = self.under_attack("SETTINGS flood", attack, max_growth_mib=50)
         self.assertTrue(record.cut_off, record.outcome)
-        self.assertEqual(record.codes, [h2raw.ENHANCE_YOUR_CALM] * 3, record.outcome)
+        self.assertEqual(set(record.codes), {h2raw.ENHANCE_YOUR_CALM}, record.outcome)
 
     # --- WINDOW_UPDATE storm -------------------------------------------------------------------------------------
 

@@ -12,10 +12,13 @@ import Testing
 struct AbusiveClientTests {
     static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + [0, 0, 0, 0x4, 0, 0, 0, 0, 0]
 
+    static func headerTimeout(_ timeout: Duration) -> (inout RPCServerConfiguration) -> Void {
+        { $0.connectionManagement.headerTimeout = timeout }
+    }
+
     @Test("a client dribbling a header block gets GOAWAY ENHANCE_YOUR_CALM header_timeout and is disconnected")
     func slowHeaders() async throws {
-        try await withServer(probe: Probe(), configure: { $0.connectionManagement.headerTimeout = .milliseconds(300) }) {
-            _, port in
+        try await withServer(probe: Probe(), configure: Self.headerTimeout(.milliseconds(300))) { _, port in
             let started = ContinuousClock.now
             // A HEADERS frame announcing 100 bytes, of which 3 ever come.
             let received = try await RawConnection.exchange(
@@ -31,8 +34,7 @@ struct AbusiveClientTests {
 
     @Test("a connection that never sends the preface is closed after the header timeout")
     func silentConnection() async throws {
-        try await withServer(probe: Probe(), configure: { $0.connectionManagement.headerTimeout = .milliseconds(300) }) {
-            _, port in
+        try await withServer(probe: Probe(), configure: Self.headerTimeout(.milliseconds(300))) { _, port in
             let started = ContinuousClock.now
             _ = try await RawConnection.exchange(port: port, send: [])
             let elapsed = ContinuousClock.now - started
@@ -43,8 +45,7 @@ struct AbusiveClientTests {
 
     @Test("the header timeout leaves alone a client that sent its headers and then waits")
     func promptClientKept() async throws {
-        try await withServer(probe: Probe(), configure: { $0.connectionManagement.headerTimeout = .milliseconds(200) }) {
-            _, port in
+        try await withServer(probe: Probe(), configure: Self.headerTimeout(.milliseconds(200))) { _, port in
             try await TestConnection.with(port: port) { connection in
                 for _ in 0..<2 {
                     let stream = try await connection.startCall(
@@ -62,24 +63,26 @@ struct AbusiveClientTests {
     @Test("a client reading none of many streams holds their writers near the connection's limit; one it reads flows")
     func connectionSendQueueLimit() async throws {
         let probe = Probe()
-        try await withServer(probe: probe, configure: { $0.connectionResponseQueueHighWatermark = 1 << 20 }) { _, port in
+        let limit: (inout RPCServerConfiguration) -> Void = { $0.connectionResponseQueueHighWatermark = 1 << 20 }
+        try await withServer(probe: probe, configure: limit) { _, port in
             var clientConfiguration = HTTP2Configuration()
             clientConfiguration.manualFlowControl = true
             clientConfiguration.initialStreamWindowSize = 64 << 10
             clientConfiguration.connectionWindowSize = 16 << 20
+            let user = [("x-user", "ada")]
             try await TestConnection.with(port: port, configuration: clientConfiguration) { connection in
                 // 8 streams of 64 KiB messages, never read: each could queue 1 MiB (its own limit), 8 MiB in all.
                 for _ in 0..<8 {
-                    let stream = try await connection.startCall(path: "/test.Probe/Flood", extraHeaders: [("x-user", "ada")])
-                    try await connection.send(try encoded(Google_Protobuf_Int64Value(1000)), streamID: stream, end: true)
+                    let stream = try await connection.startCall(path: "/test.Probe/Flood", extraHeaders: user)
+                    try await connection.send(encoded(Google_Protobuf_Int64Value(1000)), streamID: stream, end: true)
                 }
                 try await Task.sleep(for: .milliseconds(500))
                 // The connection's 1 MiB (16 messages), a message per stream beyond it, and one per stream window.
                 let written = probe.count
-                #expect(written <= 48, "the handlers wrote \(written) messages of 64 KiB to a client that reads nothing")
+                #expect(written <= 48, "the handlers wrote \(written) messages of 64 KiB to a client reading nothing")
 
                 // A stream the client does read is not held up by the others.
-                let reader = try await connection.startCall(path: "/test.Probe/Flood", extraHeaders: [("x-user", "ada")])
+                let reader = try await connection.startCall(path: "/test.Probe/Flood", extraHeaders: user)
                 try await connection.send(try encoded(Google_Protobuf_Int64Value(200)), streamID: reader, end: true)
                 let response = try await connection.response(streamID: reader, consume: true)
                 #expect(response.status == 0)

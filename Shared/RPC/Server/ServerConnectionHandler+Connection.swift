@@ -123,8 +123,9 @@ extension ServerConnectionHandler {
         }
     }
 
-    /// One timer while the client is inside its preface or a header block (``InboundHeaderProgress``), re-armed
-    /// only when it fires early: a client that sends its headers promptly costs a timestamp per read, nothing more.
+    /// One timer while the client is inside its preface or a header block (``InboundHeaderProgress``), due when
+    /// that began plus the header timeout, and re-armed only when it fires early: headers that arrive promptly cost
+    /// no timer work beyond the one that checks the preface.
     func armHeaderTimer() {
         guard let timeout = configuration.connectionManagement.headerTimeout,
             let since = headerProgress.incompleteSince, let context
