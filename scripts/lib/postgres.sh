@@ -121,3 +121,27 @@ pg_psql() {
     pg_as_owner "$PG_BIN/psql" --quiet --no-psqlrc --set=ON_ERROR_STOP=1 \
         --host="$data_dir" --port="$port" --username=postgres --dbname=postgres "$@"
 }
+
+# pg_start_for_swift_tests PREFIX: a throwaway cluster (pg_workdir PREFIX, fsync off) and the environment the Swift
+# test suites read: HABITFLOW_TEST_POSTGRES_* (superuser URL, port, data folder, log, and HABITFLOW_TEST_PG_CTL for the
+# test that restarts the server), HABITFLOW_TEST_<SERVICE>_DATABASE_URL per service role, HABITFLOW_SQL_DIR.
+pg_start_for_swift_tests() {
+    pg_workdir "$1"
+    PG_FSYNC=off pg_start_throwaway "$PG_WORKDIR/postgres" "$PG_WORKDIR/postgres.log"
+    log "test Postgres on 127.0.0.1:$PG_PORT"
+    export HABITFLOW_TEST_POSTGRES_URL="postgresql://postgres:$PG_PASSWORD@127.0.0.1:$PG_PORT/habitflow"
+    export HABITFLOW_TEST_POSTGRES_PORT=$PG_PORT
+    # For tests that restart the server (pool recovery): `$HABITFLOW_TEST_PG_CTL restart --pgdata=... --log=...`.
+    export HABITFLOW_TEST_POSTGRES_DATA_DIR="$PG_WORKDIR/postgres"
+    export HABITFLOW_TEST_POSTGRES_LOG="$PG_WORKDIR/postgres.log"
+    if [[ $(id -u) -eq 0 ]]; then
+        export HABITFLOW_TEST_PG_CTL="runuser -u $HABITFLOW_PG_USER -- $PG_BIN/pg_ctl"
+    else
+        export HABITFLOW_TEST_PG_CTL="$PG_BIN/pg_ctl"
+    fi
+    export HABITFLOW_SQL_DIR="$HABITFLOW_ROOT/Schemas/sql"
+    local service
+    for service in "${HABITFLOW_SERVICES[@]}"; do
+        export "HABITFLOW_TEST_${service^^}_DATABASE_URL=postgresql://$service:$(service_db_password "$service")@127.0.0.1:$PG_PORT/habitflow"
+    done
+}
