@@ -138,6 +138,7 @@ public struct CSVField: Hashable, Sendable, ExpressibleByStringLiteral {
 
     /// A UTC timestamp in RFC 3339 (ISO 8601) form, `2026-11-27T08:15:00Z`; when the time has a fraction of a second,
     /// it is written to the microsecond (Postgres' precision), always six digits: `2026-11-27T08:15:00.250000Z`.
+    /// Instants more than about 285,000 years from 1970, and non-finite ones, are clamped to that range.
     public static func timestamp(_ value: Date?) -> CSVField {
         guard let value else { return .empty }
         let time = UTCDateTime(value)

@@ -85,6 +85,14 @@ struct CSVWriterTests {
         #expect(CSVField.decimal(Decimal(string: "-1234567.891")).text == "-1234567.891")
     }
 
+    @Test("far-off and non-finite instants are clamped to about ±285,000 years, not a crash (fuzz: csv)")
+    func farOffTimestamps() {
+        #expect(CSVField.timestamp(Date(timeIntervalSince1970: .infinity)).text == "287168-08-24T16:00:00Z")
+        #expect(CSVField.timestamp(Date(timeIntervalSince1970: 1e13)).text == "287168-08-24T16:00:00Z")
+        #expect(CSVField.timestamp(Date(timeIntervalSince1970: -.infinity)).text == "-283229-05-11T08:00:00Z")
+        #expect(CSVField.timestamp(Date(timeIntervalSince1970: .nan)).text == "1970-01-01T00:00:00Z")
+    }
+
     @Test("a file of tricky and random Unicode rows reads back field for field, byte for byte, with Python's csv")
     func pythonRoundTrip() async throws {
         let folder = try ScratchFolder("csv")
