@@ -587,7 +587,8 @@ let package = Package(
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowEvents",
                 "HabitFlowGRPCProtos", "HabitFlowHabits", "HabitFlowHabitsProtos", "HabitFlowPostgres", "HabitFlowRPC",
-                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceKit", logging, swiftProtobuf,
+                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceAPI", "HabitFlowServiceKit", logging,
+                swiftProtobuf,
             ],
             path: "Tests/HabitsTests",
             swiftSettings: swiftSettings
@@ -598,7 +599,7 @@ let package = Package(
                 "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowEvents",
                 "HabitFlowGRPCProtos", "HabitFlowGoals", "HabitFlowGoalsProtos", "HabitFlowHabits",
                 "HabitFlowHabitsProtos", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient",
-                "HabitFlowRPCServer", "HabitFlowServiceKit", logging, swiftProtobuf,
+                "HabitFlowRPCServer", "HabitFlowServiceAPI", "HabitFlowServiceKit", logging, swiftProtobuf,
             ],
             path: "Tests/GoalsTests",
             swiftSettings: swiftSettings

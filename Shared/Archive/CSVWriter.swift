@@ -67,7 +67,16 @@ public struct CSVWriter: Sendable {
     /// `field` as it appears in a record: as it is, or enclosed in double quotes with its double quotes doubled.
     public static func encode(_ field: String) -> String {
         guard needsQuotes(field) else { return field }
-        return "\"" + field.replacing("\"", with: "\"\"") + "\""
+        // Scalar by scalar, as a CSV reader sees the text: Swift compares `Character`s, and a quote followed by a
+        // combining mark, a joiner or a variation selector is one `Character` that is no quote.
+        var quoted = String.UnicodeScalarView()
+        quoted.append("\"")
+        for scalar in field.unicodeScalars {
+            quoted.append(scalar)
+            if scalar == "\"" { quoted.append(scalar) }
+        }
+        quoted.append("\"")
+        return String(quoted)
     }
 
     private static func needsQuotes(_ field: String) -> Bool {

@@ -63,6 +63,25 @@ struct ServiceAPITests {
         #expect(first.bound(for: .earlier).sequence == 0)
     }
 
+    @Test("a date in a page token reads back only within years 1 to 9999 (fuzz: a day number near Int.max trapped)")
+    func pageTokenDates() throws {
+        let dates = [
+            LocalDate(year: 1, month: 1, day: 1), LocalDate(year: 2026, month: 2, day: 28),
+            LocalDate(year: 9999, month: 12, day: 31),
+        ]
+        for date in dates {
+            let date = try #require(date)
+            #expect(PageToken.date(String(date.daysSinceEpoch)) == date)
+        }
+        let refused = [
+            "9223372036854775807", "-9223372036854775808", "2932897", "-719163", "", "1e3", " 5",
+            "99999999999999999999",
+        ]
+        for text in refused {
+            #expect(PageToken.date(text) == nil, "\(text)")
+        }
+    }
+
     /// A change feed's kinds of rows, as a service declares them.
     private enum Kind: Int, ChangeKind {
         case start = 0

@@ -67,7 +67,9 @@ let package = Package(
         // Page tokens and change-feed cursors: decoding what clients send back, and the encode/decode round trip.
         fuzzTarget(
             "page-token", folder: "PageToken",
-            dependencies: [habitFlow("HabitFlowBase64"), habitFlow("HabitFlowCrypto"), habitFlow("HabitFlowServiceAPI")]),
+            dependencies: [
+                habitFlow("HabitFlowBase64"), habitFlow("HabitFlowCrypto"), habitFlow("HabitFlowServiceAPI"),
+            ]),
         // The export's CSV records and ZIP entry names, read back by a reference parser.
         fuzzTarget(
             "csv", folder: "CSV",

@@ -34,7 +34,8 @@ public func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     var offset = 0
     var piece = 0
     feeding: while offset < stream.count {
-        let length = pieceSizes.isEmpty ? stream.count : min(pieceSizes[piece % pieceSizes.count], stream.count - offset)
+        let size = pieceSizes.isEmpty ? stream.count : pieceSizes[piece % pieceSizes.count]
+        let length = min(size, stream.count - offset)
         piece += 1
         deframer.append(ByteBuffer(bytes: stream[offset..<(offset + length)]))
         offset += length
@@ -46,7 +47,9 @@ public func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         }
     }
 
-    expect(failure == expected.failure, "failure \(String(describing: failure)), expected \(String(describing: expected.failure))")
+    expect(
+        failure == expected.failure,
+        "failure \(String(describing: failure)), expected \(String(describing: expected.failure))")
     expect(messages.count == expected.messages.count, "\(messages.count) messages, expected \(expected.messages.count)")
     for (message, (compressed, payload, framed)) in zip(messages, expected.messages) {
         expect(message.compressed == compressed, "compressed flag differs")
@@ -93,8 +96,8 @@ private struct Reference {
                 return
             }
             guard stream.count - offset - 5 >= length else { break }
-            messages.append(
-                (flag == 1, Array(stream[(offset + 5)..<(offset + 5 + length)]), Array(stream[offset..<(offset + 5 + length)])))
+            let end = offset + 5 + length
+            messages.append((flag == 1, Array(stream[(offset + 5)..<end]), Array(stream[offset..<end])))
             offset += 5 + length
         }
         endsAtBoundary = offset == stream.count
@@ -114,7 +117,8 @@ private func seeds() -> [String: [UInt8]] {
         return builder.bytes
     }
     let hello = Array("hello, habit".utf8)
-    let gzipped = Array(Gzip.compress(ByteBuffer(bytes: Array(repeating: UInt8(ascii: "a"), count: 300))).readableBytesView)
+    let plain = ByteBuffer(bytes: Array(repeating: UInt8(ascii: "a"), count: 300))
+    let gzipped = Array(Gzip.compress(plain).readableBytesView)
     return [
         "empty-message": input(limit: 4 << 20, pieces: [], framed([])),
         "one-message": input(limit: 4 << 20, pieces: [], framed(hello)),

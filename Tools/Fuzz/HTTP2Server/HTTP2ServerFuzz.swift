@@ -165,8 +165,9 @@ private struct EchoService: RPCService {
                 for try await request in requests where total.value.count < 64 << 10 { total.value += request.value }
                 return total
             },
-            ServerMethod(descriptor: MethodDescriptor(service: Self.service, method: "Bidi"), kind: .bidirectionalStreaming) {
-                context, transport in
+            ServerMethod(
+                descriptor: MethodDescriptor(service: Self.service, method: "Bidi"), kind: .bidirectionalStreaming
+            ) { _, transport in
                 Self.running.value += 1
                 defer { Self.running.value -= 1 }
                 try await transport.sendInitialMetadata()
@@ -182,10 +183,11 @@ private struct EchoService: RPCService {
 
 /// What a client sends after the preface, made by our own HTTP/2 session in the client role.
 private func seeds() -> [String: [UInt8]] {
+    typealias Request = (headers: [HTTP2HeaderField], body: [UInt8], endStream: Bool)
     func request(
         _ method: String, messages: [[UInt8]] = [], compressed: Bool = false, endStream: Bool = true,
         extraHeaders: [(String, String)] = [], contentType: String = "application/grpc"
-    ) -> (headers: [HTTP2HeaderField], body: [UInt8], endStream: Bool) {
+    ) -> Request {
         var headers = [
             HTTP2HeaderField(name: ":method", value: "POST"),
             HTTP2HeaderField(name: ":scheme", value: "http"),
@@ -207,7 +209,7 @@ private func seeds() -> [String: [UInt8]] {
     }
     /// The client's bytes after the preface for these requests, one stream each, plus what `extra` adds.
     func connection(
-        readSize: Int = Int.max, epilogue: Epilogue = [], _ requests: [(headers: [HTTP2HeaderField], body: [UInt8], endStream: Bool)],
+        readSize: Int = Int.max, epilogue: Epilogue = [], _ requests: [Request],
         extra: (HTTP2Session, [Int32]) -> Void = { _, _ in }
     ) -> [UInt8] {
         guard let session = try? HTTP2Session(role: .client) else { fatalError("no client session") }
@@ -244,19 +246,25 @@ private func seeds() -> [String: [UInt8]] {
                 extraHeaders: [("grpc-encoding", "gzip"), ("grpc-accept-encoding", "identity, gzip")])
         ]),
         "unary-timeout": connection(
-            epilogue: [.anHourLater], [request("Unary", messages: [], endStream: false, extraHeaders: [("grpc-timeout", "100m")])]),
+            epilogue: [.anHourLater],
+            [request("Unary", messages: [], endStream: false, extraHeaders: [("grpc-timeout", "100m")])]),
         "unary-two-messages": connection([request("Unary", messages: [bytesValue("a"), bytesValue("b")])]),
-        "unary-bad-content-type": connection([request("Unary", messages: [bytesValue("x")], contentType: "text/plain")]),
+        "unary-bad-content-type": connection(
+            [request("Unary", messages: [bytesValue("x")], contentType: "text/plain")]),
         "unknown-method": connection([request("Nope", messages: [bytesValue("x")])]),
         "server-stream": connection([request("ServerStream", messages: [bytesValue("\u{7}stream")])]),
-        "client-stream": connection([request("ClientStream", messages: [bytesValue("a"), bytesValue("b"), bytesValue("c")])]),
+        "client-stream": connection(
+            [request("ClientStream", messages: [bytesValue("a"), bytesValue("b"), bytesValue("c")])]),
         "bidi-open": connection(
-            epilogue: [.inputClosed], [request("Bidi", messages: [bytesValue("ping"), bytesValue("pong")], endStream: false)]),
+            epilogue: [.inputClosed],
+            [request("Bidi", messages: [bytesValue("ping"), bytesValue("pong")], endStream: false)]),
         "bidi-shutdown": connection(
             epilogue: [.ageShutdown, .anHourLater], [request("Bidi", messages: [bytesValue("x")], endStream: false)]),
         "many-streams": connection(
-            (0..<5).map { _ in request("Unary", messages: [bytesValue("m")]) } + [request("ServerStream", messages: [bytesValue("\u{3}")])]),
-        "reset-and-ping": connection([request("Bidi", messages: [bytesValue("x")], endStream: false)]) { session, streams in
+            (0..<5).map { _ in request("Unary", messages: [bytesValue("m")]) }
+                + [request("ServerStream", messages: [bytesValue("\u{3}")])]),
+        "reset-and-ping": connection([request("Bidi", messages: [bytesValue("x")], endStream: false)]) {
+            session, streams in
             session.ping(0x0102_0304_0506_0708)
             for stream in streams { session.resetStream(stream, errorCode: .cancel) }
             session.submitGoaway(errorCode: .noError)

@@ -111,7 +111,9 @@ private func checkKeySet(_ document: [UInt8]) {
 }
 
 private func idClaims(expires: Int = 1_800_000_600) -> [UInt8] {
-    Array(#"{"aud":"\#(clientID)","exp":\#(expires),"iat":1799999900,"iss":"\#(issuer)","sub":"1234567890","email":"a@b.c","email_verified":"true","nonce":"n-0S6_WzA2Mj"}"#.utf8)
+    Array(
+        (#"{"aud":"\#(clientID)","exp":\#(expires),"iat":1799999900,"iss":"\#(issuer)","sub":"1234567890","#
+            + #""email":"a@b.c","email_verified":"true","nonce":"n-0S6_WzA2Mj"}"#).utf8)
 }
 
 // MARK: - Seeds
@@ -129,17 +131,19 @@ private func seeds() -> [String: [UInt8]] {
     func keySet(_ json: String) -> [UInt8] { [2] + Array(json.utf8) }
 
     let header = #"{"alg":"EdDSA","kid":"\#(keyID)","typ":"JWT"}"#
-    let claims = #"{"aud":"\#(audience)","exp":1800086400,"iat":1800000000,"iss":"\#(issuer)","jti":"3q2-7w","sid":"0b9a5a49-5c7e-4bd4-8f0f-6b1c7a1f2e33","sub":"6f1c2a9e-3b7d-4c8e-9a5f-1d2e3f4a5b6c"}"#
-    let issued = AccessTokenIssuer(
-        signingKey: SigningKey(keyID: keyID, privateKey: signingKey), issuer: issuer, audience: audience)
-    guard let (token, _) = try? issued.issue(subject: "6f1c2a9e-3b7d-4c8e-9a5f-1d2e3f4a5b6c", sessionID: "s1", now: now) else {
-        fatalError("could not issue a token")
-    }
+    let subject = #","sub":"6f1c2a9e-3b7d-4c8e-9a5f-1d2e3f4a5b6c""#
+    let claims =
+        #"{"aud":"\#(audience)","exp":1800086400,"iat":1800000000,"iss":"\#(issuer)","jti":"3q2-7w","#
+        + #""sid":"0b9a5a49-5c7e-4bd4-8f0f-6b1c7a1f2e33"\#(subject)}"#
+    // Made here rather than by `AccessTokenIssuer`, whose random `jti` would change the seed on every run.
+    let token = signedToken(header: Array(header.utf8), claims: Array(claims.utf8))
     let ours = String(decoding: JSONWebKeySet(keys: [verificationKey.jsonWebKey]).json(), as: UTF8.self)
     return [
         "raw-valid": raw(token),
         "raw-tampered": raw(String(token.dropLast(2)) + "AA"),
-        "raw-alg-none": raw(Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(Array(claims.utf8)) + "."),
+        "raw-alg-none": raw(
+            Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
+                + "."),
         "raw-two-segments": raw("eyJhbGciOiJFZERTQSJ9.e30"),
         "signed-valid": signed(header, claims),
         "signed-id-token": signed(header, String(decoding: idClaims(), as: UTF8.self)),
@@ -149,12 +153,23 @@ private func seeds() -> [String: [UInt8]] {
         "signed-crit": signed(#"{"alg":"EdDSA","kid":"\#(keyID)","crit":["exp"]}"#, claims),
         "signed-typ-at-jwt": signed(#"{"alg":"EdDSA","kid":"\#(keyID)","typ":"at+jwt"}"#, claims),
         "signed-expired": signed(header, claims.replacingOccurrences(of: "1800086400", with: "1700000000")),
-        "signed-audience-array": signed(header, claims.replacingOccurrences(of: #""\#(audience)""#, with: #"["other","\#(audience)"]"#)),
+        "signed-audience-array": signed(
+            header, claims.replacingOccurrences(of: #""\#(audience)""#, with: #"["other","\#(audience)"]"#)),
         "signed-float-times": signed(header, claims.replacingOccurrences(of: "1800000000", with: "1.8e9")),
-        "signed-no-sub": signed(header, claims.replacingOccurrences(of: #","sub":"6f1c2a9e-3b7d-4c8e-9a5f-1d2e3f4a5b6c""#, with: "")),
+        "signed-no-sub": signed(header, claims.replacingOccurrences(of: subject, with: "")),
         "keyset-ours": keySet(ours),
-        "keyset-rsa": keySet(#"{"keys":[{"kty":"RSA","kid":"k1","use":"sig","alg":"RS256","n":"xdnC0YFwDQrKHDkfseVmCNQs_v0aZlBXgZIc25Sj_ZX2Tel2FIAwQ8UNttH8m74V2oB7jn8tQpVha7ZjUpk9eWJ2_f1pnbbYD-02WzAc9MNnhSE9p34U9n73pymKlQW4qjlhgn-MXBiHMv1t3cSDdMEtS__LWFGn-VJB_U5oTdVrFWdg5_ojS4mcJryiBHceAHtCJvYvh_waJARXj3OitUOOBIz64vLgS2DKvKFgo3AmzjA76hhfHsTdBN3MyhpLYi4Ub7VPnZgUvqGevRhZjVWA5mwjFs1MqiAJ87IS7RQpw12jJL4HcD5PkcxFehLUcYtWn5XYlsW2QEKrgzKzjQ","e":"AQAB"}]}"#),
-        "keyset-ec": keySet(#"{"keys":[{"kty":"EC","crv":"P-256","kid":"e1","use":"sig","alg":"ES256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#),
-        "keyset-unknown-kinds": keySet(#"{"keys":[{"kty":"oct","k":"c2VjcmV0"},{"kty":"OKP","crv":"X25519","x":"AAAA"}]}"#),
+        "keyset-rsa": keySet(
+            #"{"keys":[{"kty":"RSA","kid":"k1","use":"sig","alg":"RS256","n":""#
+                + "xdnC0YFwDQrKHDkfseVmCNQs_v0aZlBXgZIc25Sj_ZX2Tel2FIAwQ8UNttH8m74V2oB7jn8tQpVha7ZjUpk9eWJ2_f1pnbbYD-02"
+                + "WzAc9MNnhSE9p34U9n73pymKlQW4qjlhgn-MXBiHMv1t3cSDdMEtS__LWFGn-VJB_U5oTdVrFWdg5_ojS4mcJryiBHceAHtCJvYv"
+                + "h_waJARXj3OitUOOBIz64vLgS2DKvKFgo3AmzjA76hhfHsTdBN3MyhpLYi4Ub7VPnZgUvqGevRhZjVWA5mwjFs1MqiAJ87IS7RQp"
+                + "w12jJL4HcD5PkcxFehLUcYtWn5XYlsW2QEKrgzKzjQ"
+                + #"","e":"AQAB"}]}"#),
+        "keyset-ec": keySet(
+            #"{"keys":[{"kty":"EC","crv":"P-256","kid":"e1","use":"sig","alg":"ES256","#
+                + #""x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","#
+                + #""y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#),
+        "keyset-unknown-kinds": keySet(
+            #"{"keys":[{"kty":"oct","k":"c2VjcmV0"},{"kty":"OKP","crv":"X25519","x":"AAAA"}]}"#),
     ]
 }

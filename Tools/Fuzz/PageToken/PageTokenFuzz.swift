@@ -13,7 +13,9 @@ internal import HabitFlowServiceAPI
 //    refused or usable: its bound for every kind of row, its order and its own token.
 // 2. The base64 codecs under the tokens: base64url is strict (one text per byte string), base64 lenient.
 
-private let lists = ["changes", "habits", "habits+deleted", "entries", "sessions", "friends", "blocks", "leaderboard", "reviews"]
+private let lists = [
+    "changes", "habits", "habits+deleted", "entries", "sessions", "friends", "blocks", "leaderboard", "reviews",
+]
 
 /// The kinds of a change feed, like the services' (`start` sorts first).
 private enum Kind: Int, ChangeKind, CaseIterable {
@@ -36,7 +38,8 @@ public func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     case 0:
         readBack(String(decoding: input.rest(), as: UTF8.self))
     case 1:
-        let parts = String(decoding: input.rest(), as: UTF8.self).split(separator: "|", omittingEmptySubsequences: false)
+        let text = String(decoding: input.rest(), as: UTF8.self)
+        let parts = text.split(separator: "|", omittingEmptySubsequences: false)
         crafted(list: String(parts[0]), fields: parts.dropFirst().map(String.init))
     default:
         checkBase64(input.rest())
@@ -98,12 +101,15 @@ private func checkBase64(_ bytes: [UInt8]) {
 
 private func seeds() -> [String: [UInt8]] {
     func sent(_ token: String) -> [UInt8] { [0] + Array(token.utf8) }
-    func made(_ list: String, _ fields: [String]) -> [UInt8] { [1] + Array(([list] + fields).joined(separator: "|").utf8) }
+    func made(_ list: String, _ fields: [String]) -> [UInt8] {
+        [1] + Array(([list] + fields).joined(separator: "|").utf8)
+    }
     let id = "3f2b8c1e-6d4a-4e1f-9c7b-2a5d8e9f0b1c"
     return [
         "sent-habits": sent(PageToken.encode(list: "habits", ["1042"])),
         "sent-entries": sent(PageToken.encode(list: "entries", ["20480", "77"])),
-        "sent-changes": sent(ChangeCursor<Kind>(sequence: 1234, kind: .habit, id: UUID(canonical: id) ?? UUID.min).token),
+        "sent-changes": sent(
+            ChangeCursor<Kind>(sequence: 1234, kind: .habit, id: UUID(canonical: id) ?? UUID.min).token),
         "sent-wrong-list": sent(PageToken.encode(list: "friends", ["100"])),
         "sent-garbage": sent("not a token!"),
         "sent-empty": sent(""),

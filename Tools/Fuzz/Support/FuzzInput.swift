@@ -12,7 +12,7 @@ public struct FuzzInput {
 
     /// The input libFuzzer passes to `LLVMFuzzerTestOneInput`.
     public init(_ data: UnsafePointer<UInt8>?, _ count: Int) {
-        self.init(data.map { UnsafeBufferPointer(start: $0, count: count) } ?? UnsafeBufferPointer(start: nil, count: 0))
+        self.init(UnsafeBufferPointer(start: data, count: data == nil ? 0 : count))
     }
 
     public var isEmpty: Bool { bytes.isEmpty }
@@ -86,7 +86,9 @@ public struct FuzzInputBuilder {
     }
 
     public mutating func uint64(_ value: UInt64) {
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
+        }
     }
 
     public mutating func bytes(_ value: some Sequence<UInt8>) {
