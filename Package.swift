@@ -576,8 +576,8 @@ let package = Package(
         .testTarget(
             name: "SDKTests",
             dependencies: [
-                "HabitFlowAuthProtos", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowSDK",
-                "HabitFlowStackTestSupport", "HabitFlowTestSupport",
+                "HabitFlowArchive", "HabitFlowAuthProtos", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowRPC",
+                "HabitFlowSDK", "HabitFlowStackTestSupport", "HabitFlowTestSupport",
             ],
             path: "Tests/SDKTests",
             swiftSettings: swiftSettings

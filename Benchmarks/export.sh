@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Data export benchmark: GatewayService/ExportMyData through the gateway (release executables of all five services,
-# a throwaway Postgres 15) for a small user and for users with 1 and 5 years of daily check-ins on 10 and 20 habits
-# (entries seeded with SQL). Prints per user the entries, archive and CSV sizes, the export's time, and the gateway's
-# and habits' resident memory before and at its peak during the export (sampled every 5 ms): the export streams, so
-# the peak should not grow with the user's history (Benchmarks/tools/export_memory.py).
+# a throwaway Postgres 15) for a small user and for users with 1 to 10 years of daily check-ins on 5 to 15 habits
+# (entries seeded with SQL; 15 habits is the most a user may have). Prints per user the entries, archive and CSV
+# sizes, the export's time, and the gateway's and habits' resident memory before and at its peak during the export
+# (sampled every 5 ms): the export streams, so the peak should not grow with the user's history
+# (Benchmarks/tools/export_memory.py).
 #
 # Usage: Benchmarks/export.sh   (HABITFLOW_SCRATCH_PATH = the services' build folder; BENCH_NO_BUILD=1 to run what is
 #                               built)

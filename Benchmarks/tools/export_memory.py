@@ -99,7 +99,7 @@ def main():
         # Warm both processes up (first export, first connections), then measure.
         measure(holder, "warm-up (1 habit)", seed_user(holder, 0, 1))
         measure(holder, "1 habit, no history", seed_user(holder, 0, 1))
-        for years, habits in ((1, 10), (5, 10), (5, 20)):
+        for years, habits in ((1, 10), (5, 5), (5, 15), (10, 15)):
             measure(holder, "%d years x %d habits" % (years, habits), seed_user(holder, years, habits))
     finally:
         for function, args in reversed(holder.cleanups):

@@ -30,6 +30,8 @@ public final class HTTP2Session {
     private let maxHeaderListSize: Int
     /// Outbound DATA (and trailers) waiting for nghttp2 to pull them, per stream.
     private var outbound: [Int32: OutboundStream] = [:]
+    /// Bytes queued with ``writeData(_:streamID:)`` on all streams that nghttp2 has not taken yet.
+    public private(set) var totalQueuedOutboundBytes = 0
     /// Streams to reset with NO_ERROR once our END_STREAM is out, if the peer is still sending.
     private var resetAfterEndStream: Set<Int32> = []
 
@@ -81,6 +83,7 @@ public final class HTTP2Session {
             self.session = nil
         }
         outbound.removeAll()
+        totalQueuedOutboundBytes = 0
         incomingHeaders = IncomingHeaderBlock()
     }
 
@@ -106,12 +109,13 @@ public final class HTTP2Session {
         return events
     }
 
-    /// Appends every byte nghttp2 wants to send now to `buffer`, and returns the events that sending produced
-    /// (frames sent, streams closed).
+    /// Appends every byte nghttp2 wants to send now to `buffer`, or what fits before it holds `limit` bytes (the
+    /// frame that crosses it included; ``wantsWrite`` tells whether more is waiting), and returns the events that
+    /// sending produced (frames sent, streams closed).
     @discardableResult
-    public func drainOutput(into buffer: inout ByteBuffer) throws(HTTP2Error) -> [HTTP2Event] {
+    public func drainOutput(into buffer: inout ByteBuffer, limit: Int = .max) throws(HTTP2Error) -> [HTTP2Event] {
         guard let session else { return [] }
-        while true {
+        while buffer.readableBytes < limit {
             var chunk: UnsafePointer<UInt8>?
             let count = nghttp2_session_mem_send(session, &chunk)
             if count < 0 { throw HTTP2Error(code: Int32(count), events: takeEvents()) }
@@ -177,6 +181,7 @@ public final class HTTP2Session {
     public func writeData(_ data: ByteBuffer, streamID: Int32) {
         guard let stream = outbound[streamID], !stream.finished else { return }
         stream.queuedBytes += data.readableBytes
+        totalQueuedOutboundBytes += data.readableBytes
         stream.buffers.append(data)
         resumeIfDeferred(stream, streamID: streamID)
     }
@@ -204,7 +209,7 @@ public final class HTTP2Session {
     /// Resets a stream with RST_STREAM and drops whatever was queued for it.
     public func resetStream(_ streamID: Int32, errorCode: HTTP2ErrorCode) {
         guard let session else { return }
-        outbound[streamID] = nil
+        dropOutbound(streamID)
         _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, errorCode.rawValue)
     }
 
@@ -251,6 +256,10 @@ public final class HTTP2Session {
     }
 
     // MARK: Callbacks from nghttp2
+
+    private func dropOutbound(_ streamID: Int32) {
+        if let dropped = outbound.removeValue(forKey: streamID) { totalQueuedOutboundBytes -= dropped.queuedBytes }
+    }
 
     private func resumeIfDeferred(_ stream: OutboundStream, streamID: Int32) {
         guard let session, stream.deferred else { return }
@@ -318,7 +327,7 @@ public final class HTTP2Session {
     }
 
     fileprivate func streamClosed(streamID: Int32, errorCode: UInt32) {
-        outbound[streamID] = nil
+        dropOutbound(streamID)
         resetAfterEndStream.remove(streamID)
         pendingEvents.append(.streamClosed(streamID: streamID, errorCode: HTTP2ErrorCode(rawValue: errorCode)))
     }
@@ -342,6 +351,7 @@ public final class HTTP2Session {
             if stream.buffers[stream.buffers.startIndex].readableBytes == 0 { stream.buffers.removeFirst() }
         }
         stream.queuedBytes -= written
+        totalQueuedOutboundBytes -= written
 
         if stream.buffers.isEmpty {
             if stream.finished {

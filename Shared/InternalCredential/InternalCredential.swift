@@ -37,9 +37,11 @@ public struct CallerIdentity: Sendable, Hashable {
     /// Refuses a call the gateway forwarded: an internal service (named `service` in the message) is for other
     /// services only, even when a client reaches it through a misrouted gateway.
     public static func requireServiceCaller(of service: String) throws(RPCError) {
-        if current?.caller == "gateway" {
-            throw RPCError.permissionDenied(reason: "INTERNAL_ONLY", "\(service) is for services, not clients")
-        }
+        if current?.caller == "gateway" { throw forwardedCallRefusal(service) }
+    }
+
+    static func forwardedCallRefusal(_ service: String) -> RPCError {
+        RPCError.permissionDenied(reason: "INTERNAL_ONLY", "\(service) is for services, not clients")
     }
 }
 
@@ -211,19 +213,29 @@ final class SignatureCache: Sendable {
 public struct InternalCredentialServerInterceptor: ServerInterceptor {
     private let credential: InternalCredential
     private let openServices: Set<String>
+    private let serviceOnlyServices: Set<String>
 
     public static let sideServices: Set<String> = [
         "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection",
     ]
 
-    public init(credential: InternalCredential, openServices: Set<String> = sideServices) {
+    /// - Parameter serviceOnlyServices: services for other services only whose handlers do not check it themselves
+    ///   (``CallerIdentity/requireServiceCaller(of:)``): a call signed as the gateway, which is what a forwarded
+    ///   client call carries, is refused `PERMISSION_DENIED` (the event subscriber).
+    public init(
+        credential: InternalCredential, openServices: Set<String> = sideServices, serviceOnlyServices: Set<String> = []
+    ) {
         self.credential = credential
         self.openServices = openServices
+        self.serviceOnlyServices = serviceOnlyServices
     }
 
     public func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
         if openServices.contains(context.method.service) { return try await next() }
         let identity = try credential.verify(context.requestMetadata, method: context.method)
+        if identity.caller == "gateway", serviceOnlyServices.contains(context.method.service) {
+            throw CallerIdentity.forwardedCallRefusal(context.method.service)
+        }
         try await CallerIdentity.$current.withValue(identity) { try await next() }
     }
 }

@@ -145,6 +145,7 @@ public struct ServiceRuntime: Sendable {
     ) throws -> RPCChannel {
         try channels.channel(to: service) {
             var channelConfiguration = RPCChannelConfiguration(targets: configuration.addresses(of: service))
+            channelConfiguration.serviceName = service
             channelConfiguration.connectTimeout = .seconds(5)
             channelConfiguration.backoff.maximum = .seconds(10)
             configure(&channelConfiguration)
@@ -280,7 +281,9 @@ public final class ServiceHost: Service, Sendable {
             interceptors: parts.interceptors ?? [
                 RPCMetricsInterceptor(registry: runtime.metrics),
                 ErrorMappingServerInterceptor(logger: runtime.logger),
-                InternalCredentialServerInterceptor(credential: runtime.credential),
+                // Events come from the services that publish them, never from the gateway.
+                InternalCredentialServerInterceptor(
+                    credential: runtime.credential, serviceOnlyServices: [Habitflow_Events_V1_EventSubscriber.name]),
             ],
             logger: runtime.logger)
         try await server.start()
@@ -403,10 +406,19 @@ public struct ErrorMappingServerInterceptor: ServerInterceptor {
         }
     }
 
-    /// What the client is told when a handler of `method` throws `error` (logging the errors it hides).
-    public func mapped(_ error: any Error, method: MethodDescriptor) -> any Error {
+    /// What the client is told when a handler of `method` throws `error` (logging the errors it hides, and the cause
+    /// of an ``RPCError`` with one: a service this process could not reach). `metadata` goes into those log lines.
+    public func mapped(_ error: any Error, method: MethodDescriptor, metadata: Logger.Metadata = [:]) -> any Error {
         switch error {
         case let error as RPCError:
+            if let cause = error.cause {
+                logger.warning(
+                    "call failed",
+                    metadata: metadata.merging([
+                        "method": "\(method)", "code": "\(error.code)", "error": "\(error.message)",
+                        "cause": "\(cause)",
+                    ]) { $1 })
+            }
             return error
         case let error as any RPCErrorConvertible:
             return error.rpcError
@@ -414,12 +426,15 @@ public struct ErrorMappingServerInterceptor: ServerInterceptor {
             return CancellationError()
         case let error as PostgresError
         where [.connectionFailed, .connectionLost, .poolTimeout, .poolClosed].contains(error.kind):
-            logger.warning("database unavailable", metadata: ["method": "\(method)", "error": "\(error)"])
+            logger.warning(
+                "database unavailable", metadata: metadata.merging(["method": "\(method)", "error": "\(error)"]) { $1 })
             return RPCError(.unavailable, "the database is unavailable; retry later")
         default:
             let correlationID = UUID.random().lowercasedString
             logger.error(
-                "call failed", metadata: ["method": "\(method)", "correlation_id": "\(correlationID)", "error": "\(error)"])
+                "call failed",
+                metadata: metadata.merging(
+                    ["method": "\(method)", "correlation_id": "\(correlationID)", "error": "\(error)"]) { $1 })
             return RPCError.internalError(correlationID: correlationID)
         }
     }

@@ -229,27 +229,33 @@ extension AuthServiceTests {
             try await AuthTestEnvironment.run { env in
                 let ana = try await env.register()
                 let ben = try await env.register()
-                var lookup = Habitflow_Auth_V1_LookupUsersRequest()
-                lookup.emails = [ana.user.email.uppercased(), "nobody@example.com"]
-                lookup.usernames = [ben.user.username.uppercased()]
-                let found = try await env.authInternal.lookupUsers(lookup)
-                #expect(Set(found.users.map(\.id)) == [ana.user.id, ben.user.id])
-                #expect(try await env.authInternal.lookupUsers(.init()).users.isEmpty)
+                // Services only: they answer with emails, so a call the gateway forwarded for a client is refused.
+                #expect(
+                    await env.error { try await env.authInternal.getUsers(.with { $0.userIds = [ana.user.id] }) }?.code
+                        == .permissionDenied)
+                try await env.withInternalClient(signedAs: "social") { lookups in
+                    var lookup = Habitflow_Auth_V1_LookupUsersRequest()
+                    lookup.emails = [ana.user.email.uppercased(), "nobody@example.com"]
+                    lookup.usernames = [ben.user.username.uppercased()]
+                    let found = try await lookups.lookupUsers(lookup)
+                    #expect(Set(found.users.map(\.id)) == [ana.user.id, ben.user.id])
+                    #expect(try await lookups.lookupUsers(.init()).users.isEmpty)
 
-                var get = Habitflow_Auth_V1_GetUsersRequest()
-                get.userIds = [ana.user.id, UUID().uuidString]
-                #expect(try await env.authInternal.getUsers(get).users.map(\.id) == [ana.user.id])
-                get.userIds = ["not-a-uuid"]
-                #expect(
-                    await env.error { try await env.authInternal.getUsers(get) }?.fieldViolations.map(\.field) == [
-                        "user_ids[0]"
-                    ])
-                get.userIds = (0...500).map { _ in UUID().uuidString }
-                #expect(await env.error { try await env.authInternal.getUsers(get) }?.code == .invalidArgument)
-                lookup.emails = (0...100).map { "u\($0)@example.com" }
-                #expect(
-                    await env.error { try await env.authInternal.lookupUsers(lookup) }?.fieldViolations.map(\.field)
-                        == ["emails"])
+                    var get = Habitflow_Auth_V1_GetUsersRequest()
+                    get.userIds = [ana.user.id, UUID().uuidString]
+                    #expect(try await lookups.getUsers(get).users.map(\.id) == [ana.user.id])
+                    get.userIds = ["not-a-uuid"]
+                    #expect(
+                        await env.error { try await lookups.getUsers(get) }?.fieldViolations.map(\.field) == [
+                            "user_ids[0]"
+                        ])
+                    get.userIds = (0...500).map { _ in UUID().uuidString }
+                    #expect(await env.error { try await lookups.getUsers(get) }?.code == .invalidArgument)
+                    lookup.emails = (0...100).map { "u\($0)@example.com" }
+                    #expect(
+                        await env.error { try await lookups.lookupUsers(lookup) }?.fieldViolations.map(\.field)
+                            == ["emails"])
+                }
             }
         }
     }

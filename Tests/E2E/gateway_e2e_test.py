@@ -4,12 +4,17 @@ habitflow-social, habitflow-gateway) and the test Postgres that scripts/test sta
 
 Environment (set by scripts/test): HABITFLOW_E2E_BIN_DIR (the built executables), HABITFLOW_TEST_<SERVICE>_DATABASE_URL,
 HABITFLOW_SQL_DIR.
+
+With HABITFLOW_E2E_GATEWAY=HOST:PORT the tests start nothing and call the gateway of a stack that runs already
+(scripts/compose-check: the compose stack's published port). Only the tests that need no more than the gateway apply
+then: not the ones that read the database or stop services (ServiceOutage, account deletion).
 """
 
 import atexit
 import base64
 import datetime
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -42,6 +47,9 @@ PROTOS = [
     "habitflow/social/v1/social_service.proto",
     "habitflow/social/v1/social_internal.proto",
     "habitflow/gateway/v1/gateway.proto",
+    "habitflow/events/v1/event.proto",
+    "habitflow/events/v1/domain_events.proto",
+    "habitflow/events/v1/subscriber.proto",
     "grpc/health/v1/health.proto",
     "grpc/reflection/v1/reflection.proto",
     "google/rpc/status.proto",
@@ -104,8 +112,22 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_stack(test_case):
-    """auth, habits, goals, social and the gateway on free ports against the test Postgres; stopped when the class is done."""
+def start_stack(test_case, extra_env=None, log_level="warning", gateway_tls=None):
+    """auth, habits, goals, social and the gateway on free ports against the test Postgres; stopped when the class is
+    done.
+
+    extra_env: more variables for every process (they win). log_level: HABITFLOW_LOG_LEVEL. gateway_tls: (certificate
+    path, key path) to serve the gateway over TLS (the channel then trusts that certificate). Sets `test_case.stack`,
+    `test_case.log_dir` (each process's output, `<service>.log`, removed with the stack) and
+    `test_case.internal_secret`, and a stub per public service on `test_case.channel`.
+
+    With HABITFLOW_E2E_GATEWAY set, nothing is started: only a channel to that gateway (`test_case.stack` is None).
+    """
+    gateway = os.environ.get("HABITFLOW_E2E_GATEWAY")
+    if gateway:
+        test_case.stack = None
+        connect(test_case, grpc.insecure_channel(gateway))
+        return
     bin_dir = os.environ.get("HABITFLOW_E2E_BIN_DIR") or os.path.join(REPO_ROOT, ".build", "debug")
     env = dict(os.environ)
     for name in ("auth", "habits", "goals", "social"):
@@ -115,19 +137,30 @@ def start_stack(test_case):
         env["HABITFLOW_%s_DATABASE_URL" % name.upper()] = url
     env["HABITFLOW_INTERNAL_SECRET"] = base64.b64encode(os.urandom(24)).decode()
     env["HABITFLOW_AUTH_KEY_ENCRYPTION_KEY"] = KEY_ENCRYPTION_KEY
-    env["HABITFLOW_LOG_LEVEL"] = "warning"
+    env["HABITFLOW_LOG_LEVEL"] = log_level
     env.setdefault("HABITFLOW_SQL_DIR", os.path.join(REPO_ROOT, "Schemas", "sql"))
+    roots = None
+    if gateway_tls:
+        env["HABITFLOW_GATEWAY_TLS_CERT"], env["HABITFLOW_GATEWAY_TLS_KEY"] = gateway_tls
+        with open(gateway_tls[0], "rb") as f:
+            roots = f.read()
+    env.update(extra_env or {})
     names = ["auth", "habits", "goals", "social", "gateway"]
     log_dir = tempfile.mkdtemp(prefix="habitflow-e2e-logs-")
     stack = habitflow_stack.Stack(
         bin_dir, base_env=env, ports={name: free_port() for name in names},
-        metrics_ports={name: free_port() for name in names}, absent_address="127.0.0.1:1", log_dir=log_dir)
+        metrics_ports={name: free_port() for name in names}, absent_address="127.0.0.1:1", log_dir=log_dir,
+        gateway_root_certificates=roots)
     missing = [name for name in names if name not in stack.available()]
     if missing:
         raise RuntimeError("executables missing in %s: %s" % (bin_dir, ", ".join(missing)))
 
     def cleanup():
         stack.stop_all()
+        keep = os.environ.get("HABITFLOW_E2E_KEEP_LOGS")  # a folder to copy the logs to, for a look after the run
+        if keep:
+            name = getattr(test_case, "__name__", "stack")
+            shutil.copytree(log_dir, os.path.join(keep, "%s-%s" % (name, os.path.basename(log_dir))))
         shutil.rmtree(log_dir, ignore_errors=True)
 
     test_case.addClassCleanup(cleanup)
@@ -141,7 +174,18 @@ def start_stack(test_case):
                     sys.stderr.write("--- %s.log\n%s\n" % (name, f.read()[-4000:]))
         raise
     test_case.stack = stack
-    test_case.channel = grpc.insecure_channel(stack.address("gateway"))
+    test_case.log_dir = log_dir
+    test_case.internal_secret = env["HABITFLOW_INTERNAL_SECRET"]
+    if roots is not None:
+        connect(test_case, grpc.secure_channel(
+            stack.address("gateway"), grpc.ssl_channel_credentials(root_certificates=roots)))
+    else:
+        connect(test_case, grpc.insecure_channel(stack.address("gateway")))
+
+
+def connect(test_case, channel):
+    """`channel` to the gateway and a stub per public service on `test_case`, closed when the class is done."""
+    test_case.channel = channel
     test_case.addClassCleanup(test_case.channel.close)
     test_case.auth = service_stub(test_case.channel, auth_pb2, "AuthService")
     test_case.habits = service_stub(test_case.channel, habits_service_pb2, "HabitsService")
@@ -190,6 +234,14 @@ def rows_naming(service, user):
               AND c.table_name <> 'deleted_users' AND n.count > 0) AS holders
     """
     return service_rows(service, sql, user)
+
+
+# What a client may never read in a status message: addresses, ports, errno, Swift or C type names, Swift case or
+# member names (camelCase), SQL.
+INTERNAL_DETAIL = re.compile(
+    r"\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]*:[0-9a-fA-F:]*\]|localhost|:\d{2,5}\b|errno|Habitflow_|NIO|"
+    r"\b[A-Z][A-Za-z]+(?:Error|Failure|Exception)\b|\b[A-Z][A-Za-z]+\(\w+:|Swift\.|\b[a-z]+(?:[A-Z][a-z]+)+\b|"
+    r"ECONNREFUSED|nghttp2|libpq|SQLSTATE")
 
 
 def bearer(token):
@@ -654,8 +706,13 @@ class ServiceOutage(unittest.TestCase):
         self.assertEqual(service_rows("social", "SELECT count(*) FROM deleted_users WHERE user_id = :'user'", user),
                          "1")
 
+    def assert_client_safe(self, message, service):
+        """A status message for a client: names the service, and no address, port, type name or errno."""
+        self.assertIn("the %s service" % service, message)
+        self.assertIsNone(INTERNAL_DETAIL.search(message), message)
+
     def test_a_stopped_service_is_unavailable_while_the_others_work(self):
-        _, registered = register(self)
+        account, registered = register(self)
         token = bearer(registered.tokens.access_token)
         self.habits.CreateHabit(habits_service_pb2.CreateHabitRequest(name="Journal"), metadata=token,
                                 timeout=RPC_TIMEOUT)
@@ -671,6 +728,25 @@ class ServiceOutage(unittest.TestCase):
             self.habits.ListHabits(habits_service_pb2.ListHabitsRequest(), metadata=token, timeout=RPC_TIMEOUT)
         self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
         self.assertLess(time.monotonic() - started, 3.0)
+        # The client learns which service and what to do; the address and the connection error go to the gateway's
+        # log. The call above took the gateway's fast path (its token was known); a new token's first call takes the
+        # general path, with the same answer.
+        self.assertEqual(caught.exception.details(), "the habits service is unavailable; retry later")
+        login = self.auth.Login(auth_pb2.LoginRequest(email=account.email, password=account.password),
+                                timeout=RPC_TIMEOUT)
+        with self.assertRaises(grpc.RpcError) as caught:
+            self.habits.ListHabits(habits_service_pb2.ListHabitsRequest(), metadata=bearer(login.tokens.access_token),
+                                   timeout=RPC_TIMEOUT)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(caught.exception.details(), "the habits service is unavailable; retry later")
+        # Goals reads progress from habits: whatever it answers names no address either.
+        try:
+            self.goals.ListGoals(goals_service_pb2.ListGoalsRequest(), metadata=token, timeout=RPC_TIMEOUT)
+        except grpc.RpcError as error:
+            self.assert_client_safe(error.details(), "habits")
+        with open(os.path.join(self.log_dir, "gateway.log"), errors="replace") as f:
+            self.assertIn("127.0.0.1:%d" % self.stack.ports["habits"], f.read(),
+                          "the gateway's log should name what it could not reach")
 
         profile = self.auth.GetProfile(auth_pb2.GetProfileRequest(), metadata=token, timeout=RPC_TIMEOUT)
         self.assertEqual(profile.id, registered.user.id)
@@ -678,6 +754,11 @@ class ServiceOutage(unittest.TestCase):
         missing = {part.part: part.code for part in dashboard.missing_parts}
         self.assertEqual(missing.get(gateway_pb2.DASHBOARD_PART_HABITS), grpc.StatusCode.UNAVAILABLE.value[0])
         self.assertEqual(len(dashboard.habits), 0)
+        for part in dashboard.missing_parts:
+            self.assertIsNone(INTERNAL_DETAIL.search(part.message), part.message)
+        self.assertEqual([part.message for part in dashboard.missing_parts
+                          if part.part == gateway_pb2.DASHBOARD_PART_HABITS],
+                         ["the habits service is unavailable; retry later"])
 
         # Goals goes too: its part is missing as well, and the dashboard still answers.
         self.assertEqual(self.stack.stop("goals"), 0)
@@ -691,6 +772,8 @@ class ServiceOutage(unittest.TestCase):
                                    # The leaderboard's scores come from habits.
                                    gateway_pb2.DASHBOARD_PART_LEADERBOARD: grpc.StatusCode.UNAVAILABLE.value[0]})
         self.assertEqual(len(dashboard.goals), 0)
+        for part in dashboard.missing_parts:
+            self.assertIsNone(INTERNAL_DETAIL.search(part.message), part.message)
 
 
 if __name__ == "__main__":

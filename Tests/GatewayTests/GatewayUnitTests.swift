@@ -349,6 +349,45 @@ import Testing
         #expect(UUID(uuidString: line.metadata["request_id"] ?? "") != nil)
     }
 
+    @Test("a service the gateway cannot reach: the client reads which and to retry, the log reads why (issue #28)")
+    func unreachableServicesAreNamedWithoutInternals() async throws {
+        struct Refused: Error, CustomStringConvertible {
+            var description: String { "could not connect to 127.0.0.1:7072: Connection refused (errno: 111)" }
+        }
+        let unreachable = RPCError(.unavailable, "the habits service is unavailable; retry later", cause: Refused())
+        let records = LogCapture()
+        let keys = AccessTokenKeys(refreshInterval: .seconds(300)) {
+            throw RPCError(.unavailable, "no keys in this test")
+        }
+        let interceptor = makeInterceptor(
+            keys: keys, records: records, registry: PrometheusCollectorRegistry(),
+            accountLimit: .init(perSecond: 100, burst: 100))
+        let context = ServerContext(
+            method: MethodDescriptor(service: "habitflow.auth.v1.AuthService", method: "Login"), requestMetadata: [:],
+            deadline: nil, peer: "ipv4:198.51.100.7:443")
+        let error = await #expect(throws: RPCError.self) {
+            try await interceptor.intercept(context: context) { throw unreachable }
+        }
+        #expect(error?.code == .unavailable)
+        #expect(error?.message == "the habits service is unavailable; retry later")
+        let failed = try #require(records.entries.first { $0.message == "call failed" })
+        #expect(failed.level == .warning)
+        #expect(failed.metadata["cause"] == Refused().description)
+        #expect(failed.metadata["request_id"] == records.entries.first { $0.message == "call" }?.metadata["request_id"])
+
+        // The dashboard's missing part: the same message, the cause in the log.
+        let part = DashboardService.missing(
+            .habits, service: "habits", error: unreachable, logger: Logger(label: "dashboard") { _ in records })
+        #expect(part.code == Int32(RPCStatusCode.unavailable.rawValue))
+        #expect(part.message == "the habits service is unavailable; retry later")
+        let missing = try #require(records.entries.first { $0.message == "dashboard part missing" })
+        #expect(missing.metadata["error"]?.contains("errno: 111") == true)
+        struct NotAnRPCError: Error {}
+        let other = DashboardService.missing(
+            .goals, service: "goals", error: NotAnRPCError(), logger: Logger(label: "dashboard") { _ in records })
+        #expect(other.message == "the goals service could not give this part (UNKNOWN)")
+    }
+
     @Test func configurationFromTheEnvironment() throws {
         let service = try ServiceConfiguration.fromEnvironment(service: "gateway", environment: [:])
         #expect(service.port == 7070)

@@ -99,8 +99,11 @@ def _kill_leftovers():
 class InteropServer:
     """The interop-server process. Use start()/stop(), or as a context manager."""
 
-    def __init__(self, extra_args=(), host="127.0.0.1"):
+    def __init__(self, extra_args=(), host="127.0.0.1", user=None):
+        """user: run the server as this unprivileged user (the tests run as root), from a copy of the binary in a
+        folder the user can read."""
         self.extra_args = list(extra_args)
+        self.user = user
         self.bind_host = host
         self.proc = None
         self.host = None
@@ -117,9 +120,16 @@ class InteropServer:
         if not os.path.isfile(binary) or not os.access(binary, os.X_OK):
             raise RuntimeError("interop-server binary not found or not executable: %s "
                                "(build it, or point HABITFLOW_INTEROP_SERVER at it)" % binary)
-        cmd = [binary, "--host", self.bind_host, "--port", "0"] + self.extra_args
+        cwd = REPO_ROOT
+        prefix = []
+        if self.user:
+            cwd = tempfile.mkdtemp(prefix="habitflow-interop-")
+            os.chmod(cwd, 0o755)
+            binary = shutil.copy(binary, cwd)
+            prefix = ["runuser", "-u", self.user, "--"]
+        cmd = prefix + [binary, "--host", self.bind_host, "--port", "0"] + self.extra_args
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO_ROOT)
+                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
         _live_servers.add(self)
         found = threading.Event()
 

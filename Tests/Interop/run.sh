@@ -2,7 +2,7 @@
 # Runs the interop tests (grpcio and raw HTTP/2 clients against interop-server) with Debian's interpreter, which
 # sees python3-grpcio and python3-grpc-tools (a pyenv python3 first on PATH does not).
 #
-#   Tests/Interop/run.sh                      # all three test files
+#   Tests/Interop/run.sh                      # the test files against interop-server
 #   Tests/Interop/run.sh bad_input_test       # or any unittest names (modules, Class, Class.test)
 #   Tests/Interop/run.sh h2raw_selftest       # the raw HTTP/2 helper against nghttpd (needs nghttp2-server)
 #
@@ -17,7 +17,7 @@ if ! "$PYTHON" -c 'import grpc, grpc_tools.protoc' 2>/dev/null; then
 fi
 
 if [ "$#" -eq 0 ]; then
-    set -- interop_client_test side_services_test bad_input_test
+    set -- interop_client_test side_services_test bad_input_test unprivileged_test abuse_test
 fi
 
 export PYTHONDONTWRITEBYTECODE=1

@@ -264,3 +264,38 @@ struct ServiceStack {
         #expect(counted == Int64(expected))
     }
 }
+
+/// `--ledger`: one line per call with what it wrote, so a checker (scripts/faults) can match acknowledged writes
+/// against the database.
+@Suite struct LedgerTests {
+    @Test func runRecordsEveryCallWithTheIDsItWrote() async throws {
+        let stack = try await ServiceStack.start()
+        let ledger = temporaryPath("ledger.tsv")
+        defer { try? FileManager.default.removeItem(atPath: ledger) }
+        let (status, output) = await runCommand(
+            ["run", "--scenario", "write-heavy", "--users", "2", "--requests", "60", "--quiet", "--max-error-rate", "0",
+             "--mix", "mark-done=6,week-view=2,sign-up=1", "--ledger", ledger] + stack.directArguments)
+        await stack.stop()
+        #expect(status == 0, "\(output.diagnostics)\n\(output.standard)")
+        let lines = try String(contentsOfFile: ledger, encoding: .utf8).split(separator: "\n").map {
+            $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        }
+        #expect(lines.count == 60)
+        #expect(lines.allSatisfy { $0.count == 6 && Int64($0[0]) != nil && $0[2] == "OK" }, "\(lines.prefix(3))")
+        let marks = lines.filter { $0[1] == "mark-done" }
+        let signUps = lines.filter { $0[1] == "sign-up" }
+        #expect(!marks.isEmpty && !signUps.isEmpty)
+        // Each check-in names the entry id it sent, all different; each sign-up the account it made.
+        #expect(marks.allSatisfy { UUID(uuidString: $0[4]) != nil && UUID(uuidString: $0[3]) != nil })
+        #expect(Set(marks.map { $0[4] }).count == marks.count)
+        #expect(signUps.allSatisfy { UUID(uuidString: $0[3]) != nil && $0[4].hasPrefix("load_") })
+        #expect(lines.filter { $0[1] == "week-view" }.allSatisfy { $0[4] == "-" })
+    }
+
+    @Test func lineEscapesSeparatorsAndMarksEmptyFields() {
+        let line = LoadLedger.Line(
+            time: Date(timeIntervalSince1970: 1.5), operation: "mark-done", status: "UNAVAILABLE", userID: nil,
+            clientID: "", detail: "a\tb\nc")
+        #expect(line.text == "1500\tmark-done\tUNAVAILABLE\t-\t-\ta b c\n")
+    }
+}

@@ -270,6 +270,25 @@ struct RPCClientTests {
         await server.shutdown()
     }
 
+    @Test("a server that cannot be reached: the message names the service, the address is only in the cause")
+    func unreachableServersAreNamedNotAddressed() async throws {
+        let server = try await startServer(name: "gone")
+        let port = server.port
+        await server.shutdown()
+        let channel = try makeChannel(ports: [port]) { $0.serviceName = "habits" }
+        // The first call's attempt is refused; the next fails at once while the channel backs off.
+        for _ in 0..<2 {
+            let error = await #expect(throws: RPCError.self) {
+                let _: UnaryResponse<Google_Protobuf_StringValue> = try await channel.unary(
+                    ProbeService.whoAmI, Google_Protobuf_Empty(), options: CallOptions(idempotent: false))
+            }
+            #expect(error?.code == .unavailable)
+            #expect(error?.message == "the habits service is unavailable; retry later")
+            #expect(error.flatMap(\.cause).map { "\($0)" }?.contains("127.0.0.1:\(port)") == true)
+        }
+        await channel.close()
+    }
+
     @Test func roundRobinAcrossReplicasWithOneDown() async throws {
         let first = try await startServer(name: "a")
         let second = try await startServer(name: "b")

@@ -92,6 +92,8 @@ final class TestConnection {
     /// The next event from the server (reading from the socket as needed); nil when the connection closed.
     func nextEvent() async throws -> HTTP2Event? {
         while events.isEmpty {
+            // What handling the last events queued (WINDOW_UPDATEs for consumed data) goes out before we wait.
+            try await flush()
             guard let bytes = try await inbound.next() else { return nil }
             events += try session.receive(bytes)
             try await flush()

@@ -1,4 +1,5 @@
 import Foundation
+import HabitFlowArchive
 import HabitFlowAuthProtos
 import HabitFlowGoalsProtos
 import HabitFlowHabitsProtos
@@ -120,6 +121,37 @@ func concurrently(_ count: Int, _ body: @escaping @Sendable () async throws -> V
         }
         #expect(invalid?.kind == .invalidInput)
         #expect(invalid?.fieldViolations.map(\.field) == ["goal_id"])
+        await client.close()
+        await stack.stop()
+    }
+
+    @Test func theDataExportIsSavedOnlyOnceComplete() async throws {
+        let stack = try await TestStack.start()
+        let client = try Self.client(stack)
+        let account = TestAccount()
+        try await client.signUp(email: account.email, username: account.username, password: account.password)
+        _ = try await client.habits.createHabit(.with { $0.name = "Stretch, then \"breathe\"" })
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sdk-export-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("export.zip")
+
+        let saved = try await client.exportMyData(to: file)
+        #expect(saved.suggestedFileName.hasPrefix("habitflow-export-\(account.username)-"))
+        let archive = try Data(contentsOf: file)
+        #expect(saved.byteCount == archive.count)
+        let names = try ZipDirectory.entries(of: archive).map(\.name)
+        #expect(names.first == "profile.csv")
+        #expect(names.last == "README.txt")
+        #expect(names.contains("habits.csv"))
+
+        // A second export within the minute is refused: the archive already there stays as it was, and nothing
+        // partial is left beside it.
+        let refused = await #expect(throws: HabitFlowError.self) { try await client.exportMyData(to: file) }
+        #expect(refused?.kind == .rateLimited)
+        #expect(refused?.retryAfter != nil)
+        #expect(try Data(contentsOf: file) == archive)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["export.zip"])
         await client.close()
         await stack.stop()
     }

@@ -69,7 +69,7 @@ do {
     let partnerRequest = try await ana.social.sendPartnerRequest(.with { $0.userID = benUser.id })
     _ = try await ben.social.acceptRequest(.with { $0.requestID = partnerRequest.id })
     let partner = try await ana.social.getPartner(.init())
-    line("ana's friends: \(try await ana.social.listFriends(.init()).friends.map(\.person.displayName))")
+    line("ana's friends: \(try await ana.social.listFriends(.init()).friends.map(\.person.displayName).joined(separator: ", "))")
     line("ana's partner: \(partner.partner.displayName)")
 
     step("Each creates a habit; Ben shares a goal with Ana and both link their habit")

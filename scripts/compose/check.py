@@ -3,7 +3,7 @@
 Checks, on the file as docker-compose resolves it: every service executable the package defines has a container
 running it from the one image, with a health check; each listens on its DESIGN.md port under the same variable
 names the native stack sets (HABITFLOW_<SERVICE>_PORT, _HOST, _DATABASE_URL as its own role); the others find it
-through HABITFLOW_<SERVICE>_ADDRESSES; only the gateway publishes a port.
+through HABITFLOW_<SERVICE>_ADDRESSES; only the gateway publishes a port, on loopback.
 """
 
 import os
@@ -60,6 +60,8 @@ def main():
     published = [str(port) for port in services.get("gateway", {}).get("ports", [])]
     if not any(str(DEFAULT_PORTS["gateway"]) in port for port in published):
         problems.append("the gateway should publish port %d" % DEFAULT_PORTS["gateway"])
+    if not all(port.startswith("127.0.0.1:") for port in published):
+        problems.append("the gateway should publish its port on 127.0.0.1 only, found %s" % published)
     for problem in problems:
         print("compose.yaml: " + problem, file=sys.stderr)
     return 1 if problems else 0

@@ -25,6 +25,14 @@ public enum AuthServiceDefinition {
             let logger = runtime.logger
             let transport: any MailTransport =
                 settings.smtp.map { SMTPMailTransport(configuration: $0) } ?? LoggingMailTransport(logger: logger)
+            if settings.smtp == nil {
+                // The one exception to "no token, password or email in the log": say so where it happens.
+                logger.warning(
+                    """
+                    HABITFLOW_SMTP_HOST is not set: mail, with its tokens and addresses, is written to this log \
+                    (a local stack only)
+                    """)
+            }
             let mail = MailDispatcher(
                 store: store, transport: transport, sender: settings.mailSender, clock: settings.clock,
                 logger: logger, pollInterval: settings.mailPollInterval)

@@ -4,6 +4,7 @@ internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import HabitFlowServiceKit
 internal import HabitFlowSocialProtos
+internal import Logging
 
 /// `GatewayService/GetDashboard`: the dashboard, assembled from the services that own its parts.
 ///
@@ -18,12 +19,14 @@ internal import HabitFlowSocialProtos
 ///
 /// Every part is fetched concurrently under its own deadline (the part timeout, or what is left of the call's,
 /// whichever is shorter). A part that fails is left out and named in `missing_parts` with its status (`UNAVAILABLE`
-/// when its service is down, `DEADLINE_EXCEEDED` when it was too slow): the client shows what it has.
+/// when its service is down, `DEADLINE_EXCEEDED` when it was too slow): the client shows what it has. Its message
+/// names the service and what to do; what happened (an address, a connection error) goes to the log.
 struct DashboardService: Sendable {
     let habits: Habitflow_Habits_V1_HabitsService.Client
     let goals: Habitflow_Goals_V1_GoalsService.Client
     let social: Habitflow_Social_V1_SocialService.Client
     let partTimeout: Duration
+    let logger: Logger
 
     /// Lines of the leaderboard the dashboard shows.
     static let leaderboardTop: Int32 = 5
@@ -52,13 +55,14 @@ struct DashboardService: Sendable {
         let habits = self.habits
         let goals = self.goals
         let social = self.social
+        let logger = self.logger
         var dashboard = Habitflow_Gateway_V1_Dashboard()
         let results = await withTaskGroup(of: PartResult.self) { group in
             group.addTask {
                 do {
                     return .habits(try await habits.getWeek(Habitflow_Habits_V1_GetWeekRequest(), options: options))
                 } catch {
-                    return .missing(Self.missing(.habits, service: "habits", error: error))
+                    return .missing(Self.missing(.habits, service: "habits", error: error, logger: logger))
                 }
             }
             group.addTask {
@@ -72,7 +76,7 @@ struct DashboardService: Sendable {
                         Habitflow_Goals_V1_GetCategoryRatingsRequest(), options: options)
                     return .goals(try await list.goals, ratings: try await ratings.latest)
                 } catch {
-                    return .missing(Self.missing(.goals, service: "goals", error: error))
+                    return .missing(Self.missing(.goals, service: "goals", error: error, logger: logger))
                 }
             }
             group.addTask {
@@ -80,7 +84,7 @@ struct DashboardService: Sendable {
                     let request = Habitflow_Social_V1_GetLeaderboardRequest.with { $0.pageSize = Self.leaderboardTop }
                     return .leaderboard(try await social.getLeaderboard(request, options: options))
                 } catch {
-                    return .missing(Self.missing(.leaderboard, service: "social", error: error))
+                    return .missing(Self.missing(.leaderboard, service: "social", error: error, logger: logger))
                 }
             }
             var results: [PartResult] = []
@@ -112,14 +116,30 @@ struct DashboardService: Sendable {
         return options.propagating(from: context)
     }
 
-    private static func missing(
-        _ part: Habitflow_Gateway_V1_DashboardPart, service: String, error: any Error
+    /// A part that failed with `error`, as the client sees it: the status code and which service, and the error in
+    /// the log (a part's call made here, not by the service, carries an address and a system error in its cause).
+    static func missing(
+        _ part: Habitflow_Gateway_V1_DashboardPart, service: String, error: any Error, logger: Logger
     ) -> Habitflow_Gateway_V1_MissingPart {
-        let status = error as? RPCError ?? RPCError(.unknown, "\(error)")
+        let status = error as? RPCError
+        let code = status?.code ?? .unknown
+        logger.warning(
+            "dashboard part missing",
+            metadata: [
+                "part": "\(part)", "service": "\(service)", "code": "\(code)",
+                "error": "\(status.map { String(describing: $0) } ?? String(describing: error))",
+                "request_id": "\(GatewayCallInfo.current?.requestID ?? "")",
+            ])
         return .with {
             $0.part = part
-            $0.code = Int32(status.code.rawValue)
-            $0.message = "the \(service) service answered \(status.code): \(status.message)"
+            $0.code = Int32(code.rawValue)
+            $0.message =
+                switch code {
+                case .unavailable: "the \(service) service is unavailable; retry later"
+                case .deadlineExceeded: "the \(service) service did not answer in time; retry later"
+                case .unimplemented: "the \(service) service does not offer this part yet"
+                default: "the \(service) service could not give this part (\(code))"
+                }
         }
     }
 

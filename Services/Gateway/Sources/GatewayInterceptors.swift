@@ -142,7 +142,7 @@ struct GatewayInterceptor: ServerInterceptor {
     func failed(
         _ context: ServerContext, info: GatewayCallInfo, startedAt start: ContinuousClock.Instant, error: any Error
     ) -> any Error {
-        let mapped = errorMapping.mapped(error, method: context.method)
+        let mapped = errorMapping.mapped(error, method: context.method, metadata: ["request_id": "\(info.requestID)"])
         ended(context, info: info, startedAt: start, code: RPCStatusCode(endingWith: mapped))
         return mapped
     }

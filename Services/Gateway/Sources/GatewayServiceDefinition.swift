@@ -93,7 +93,7 @@ public enum GatewayServiceDefinition {
                     habits: Habitflow_Habits_V1_HabitsService.Client(transport: try channel(to: "habits")),
                     goals: Habitflow_Goals_V1_GoalsService.Client(transport: try channel(to: "goals")),
                     social: Habitflow_Social_V1_SocialService.Client(transport: try channel(to: "social")),
-                    partTimeout: configuration.dashboardPartTimeout),
+                    partTimeout: configuration.dashboardPartTimeout, logger: logger),
                 export: DataExport(
                     sources: DataExport.Sources(
                         auth: Habitflow_Auth_V1_AuthInternal.Client(transport: try exportChannel(to: "auth")),

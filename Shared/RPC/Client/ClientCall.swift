@@ -43,7 +43,7 @@ final class ClientCall: ClientCallStream {
         do {
             try await openAttempt()
         } catch {
-            let failure = error as? RPCError ?? RPCError(.unavailable, "\(error)")
+            let failure = error as? RPCError ?? channel.configuration.unavailable("\(error)")
             finish(.failed(failure, processed: false))
             throw failure
         }

@@ -60,7 +60,7 @@ final class ClientConnection: Sendable {
 
         let connected = ClientBootstrap(group: eventLoop)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let tlsContext {
@@ -77,7 +77,7 @@ final class ClientConnection: Sendable {
 
         return connected.flatMap { channel in
             let timeout = eventLoop.scheduleTask(in: TimeAmount(configuration.connectTimeout)) {
-                readyPromise.fail(RPCError(.unavailable, "timed out setting up HTTP/2 with \(target)"))
+                readyPromise.fail(configuration.unavailable("timed out setting up HTTP/2 with \(target)"))
                 channel.close(promise: nil)
             }
             return readyPromise.futureResult.flatMapThrowing {
@@ -92,7 +92,7 @@ final class ClientConnection: Sendable {
             }
         }.flatMapErrorThrowing { error in
             if let error = error as? RPCError { throw error }
-            throw RPCError(.unavailable, "could not connect to \(target): \(error)")
+            throw configuration.unavailable("could not connect to \(target): \(error)")
         }
     }
 }

@@ -14,6 +14,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     private let configuration: RPCChannelConfiguration
+    private let target: RPCChannelConfiguration.Target
     private let authority: String
     private let scheme: String
     private let logger: Logger
@@ -48,6 +49,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         keepaliveInterval: KeepaliveInterval
     ) {
         self.configuration = configuration
+        self.target = target
         self.authority = configuration.authority ?? target.description
         self.scheme = configuration.tls == nil ? "http" : "https"
         self.logger = logger
@@ -78,7 +80,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         do {
             session = try HTTP2Session(role: .client, configuration: configuration.http2)
         } catch {
-            readyPromise.fail(RPCError(.internal, "could not create an HTTP/2 session: \(error)"))
+            readyPromise.fail(RPCError(.internal, "could not set up HTTP/2", cause: error))
             context.close(promise: nil)
             return
         }
@@ -113,7 +115,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let handshake = event as? TLSHandshakeCompleted {
             guard handshake.negotiatedProtocol == "h2" else {
-                readyPromise.fail(RPCError(.unavailable, "the server did not negotiate ALPN h2"))
+                readyPromise.fail(configuration.unavailable("\(target) did not negotiate ALPN h2"))
                 context.close(promise: nil)
                 return
             }
@@ -126,14 +128,14 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("connection error; closing", metadata: ["error": "\(error)"])
-        readyPromise.fail(RPCError(.unavailable, "connection failed: \(error)"))
+        readyPromise.fail(configuration.unavailable("the connection to \(target) failed: \(error)"))
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         closing = true
         connectionState.markClosed()
-        readyPromise.fail(RPCError(.unavailable, "the connection closed before HTTP/2 was set up"))
+        readyPromise.fail(configuration.unavailable("\(target) closed the connection before HTTP/2 was set up"))
         for (_, stream) in streams where !stream.ended {
             stream.ended = true
             stream.transport.fail(RPCError(.unavailable, "the connection to the server was lost"))
@@ -366,7 +368,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         do {
             streamID = try session.submitRequest(fields, endStream: false)
         } catch {
-            return transport.fail(RPCError(.unavailable, "could not open a stream: \(error)"), processed: false)
+            return transport.fail(
+                configuration.unavailable("could not open a stream to \(target): \(error)"), processed: false)
         }
         transport.streamID = streamID
         let stream = ClientStream(transport: transport, maxReceiveMessageSize: request.maxReceiveMessageSize)

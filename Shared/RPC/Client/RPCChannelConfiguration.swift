@@ -1,5 +1,6 @@
 public import HabitFlowHTTP2
 public import HabitFlowTLS
+internal import HabitFlowRPC
 
 /// Everything an ``RPCChannel`` can be told, with gRPC's defaults where gRPC has one.
 public struct RPCChannelConfiguration: Sendable {
@@ -54,6 +55,13 @@ public struct RPCChannelConfiguration: Sendable {
 
     /// The `:authority` sent (default: the target's `host:port`).
     public var authority: String?
+
+    /// What the channel's own errors call the server, for example `"habits"`: "the habits service is unavailable;
+    /// retry later". Default `nil`: "the server is unavailable; retry later".
+    ///
+    /// Such messages name no address or system error, since a service may pass them on to its own client; the
+    /// details are the error's ``RPCError/cause``.
+    public var serviceName: String?
 
     public var userAgent = "habitflow-swift-rpc/1"
 
@@ -129,4 +137,19 @@ extension Duration {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
     }
+}
+
+extension RPCChannelConfiguration {
+    /// The `UNAVAILABLE` of a call whose server could not be reached: the message says which service and to retry,
+    /// `detail` (the address, what failed) is the cause, for logs.
+    func unavailable(_ detail: String) -> RPCError {
+        let server = serviceName.map { "the \($0) service" } ?? "the server"
+        return RPCError(
+            .unavailable, "\(server) is unavailable; retry later", cause: ConnectionFailure(description: detail))
+    }
+}
+
+/// Why a connection could not be used (an address and a system error), the cause of the `UNAVAILABLE` a call gets.
+struct ConnectionFailure: Error, CustomStringConvertible {
+    var description: String
 }

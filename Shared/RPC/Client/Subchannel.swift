@@ -80,7 +80,8 @@ final class Subchannel: Sendable {
             case .backingOff(let until, let reason):
                 let wait = max(until - .now, .zero)
                 return .fail(
-                    RPCError(.unavailable, "\(target) is unavailable (\(reason)); reconnecting in \(wait.formatted())"))
+                    configuration.unavailable(
+                        "\(target) is unavailable (\(reason)); reconnecting in \(wait.formatted())"))
             case .shutdown:
                 return .fail(RPCError(.unavailable, "the channel is closed"))
             case .idle, .ready:
@@ -126,7 +127,7 @@ final class Subchannel: Sendable {
                 guard case .connecting = state.phase else { return nil }
                 state.consecutiveFailures += 1
                 let delay = configuration.backoff.delay(afterFailures: state.consecutiveFailures)
-                state.phase = .backingOff(until: .now + delay, reason: "\(error)")
+                state.phase = .backingOff(until: .now + delay, reason: Self.reason(error))
                 return delay
             }
             guard let delay else { return }
@@ -135,6 +136,12 @@ final class Subchannel: Sendable {
                 metadata: ["target": "\(target)", "error": "\(error)", "delay": "\(delay)"])
             eventLoop.scheduleTask(in: TimeAmount(delay)) { [weak self] in self?.backoffEnded() }
         }
+    }
+
+    /// What a failed attempt says in the next ones' cause: the cause of the error it made, not its message.
+    private static func reason(_ error: any Error) -> String {
+        if let error = error as? RPCError, let cause = error.cause { return "\(cause)" }
+        return "\(error)"
     }
 
     private func backoffEnded() {

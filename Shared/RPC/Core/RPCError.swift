@@ -12,6 +12,13 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     public var details: [Google_Protobuf_Any] { didSet { receivedStatusDetails = nil } }
     /// Trailing metadata to send with the status.
     public var trailers: Metadata
+    /// What happened underneath, for logs: never sent (a server passes on the code, message, details and trailers
+    /// only).
+    ///
+    /// - Important: A message may be passed on to the client of a client (a service relays what another answered), so
+    ///   it names no address, port, system error or type: those go here. The client sets it on the errors it makes
+    ///   itself (a server it could not reach); the server's error mapping logs it.
+    public var cause: (any Error)?
 
     /// The `grpc-status-details-bin` bytes exactly as a server sent them, kept by the client while code, message and
     /// details are unchanged, so an error passed on (a proxy, a handler rethrowing a downstream error) carries them
@@ -19,13 +26,15 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     package var receivedStatusDetails: [UInt8]?
 
     public init(
-        _ code: RPCStatusCode, _ message: String, details: [Google_Protobuf_Any] = [], trailers: Metadata = [:]
+        _ code: RPCStatusCode, _ message: String, details: [Google_Protobuf_Any] = [], trailers: Metadata = [:],
+        cause: (any Error)? = nil
     ) {
         precondition(code != .ok, "an RPCError cannot carry OK")
         self.code = code
         self.message = message
         self.details = details
         self.trailers = trailers
+        self.cause = cause
     }
 
     /// Adds one detail message (for example a `Google_Rpc_BadRequest`), packed into `Any`.
@@ -36,10 +45,11 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String {
-        message.isEmpty ? "\(code)" : "\(code): \(message)"
+        let status = message.isEmpty ? "\(code)" : "\(code): \(message)"
+        return cause.map { "\(status) (cause: \($0))" } ?? status
     }
 
-    // The received bytes are a transport detail: two errors with the same status are equal.
+    // The received bytes and the cause are not the status: two errors with the same status are equal.
     public static func == (lhs: RPCError, rhs: RPCError) -> Bool {
         lhs.code == rhs.code && lhs.message == rhs.message && lhs.details == rhs.details && lhs.trailers == rhs.trailers
     }

@@ -153,7 +153,18 @@ func decode<Message: SwiftProtobuf.Message>(_ payload: ByteBuffer) throws -> Mes
     do {
         return try Message(serializedBytes: ProtobufBuffer(payload))
     } catch {
-        throw RPCError(.internal, "could not parse the \(Message.protoMessageName) message: \(error)")
+        // The client's mistake: said in words, not logged.
+        throw RPCError(.internal, "could not parse the \(Message.protoMessageName) message: \(parseFailure(error))")
+    }
+}
+
+/// Why a request did not parse, in words rather than the decoder's case names.
+private func parseFailure(_ error: any Error) -> String {
+    switch error as? BinaryDecodingError {
+    case .truncated?: "it is truncated"
+    case .invalidUTF8?: "a string field is not valid UTF-8"
+    case .messageDepthLimit?: "it nests messages too deeply"
+    default: "it is not valid protobuf"
     }
 }
 
@@ -163,6 +174,6 @@ func encode(_ message: some SwiftProtobuf.Message) throws -> ByteBuffer {
         let serialized: ProtobufBuffer = try message.serializedBytes()
         return serialized.buffer
     } catch {
-        throw RPCError(.internal, "could not serialize the response: \(error)")
+        throw RPCError(.internal, "could not serialize the response", cause: error)
     }
 }

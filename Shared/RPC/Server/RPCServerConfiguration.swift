@@ -25,6 +25,11 @@ public struct RPCServerConfiguration: Sendable {
 
     /// Bytes queued per stream before a writer suspends (flow-control back-pressure towards handlers).
     public var responseQueueHighWatermark: Int = 1 << 20
+    /// Bytes queued on a whole connection before its writers suspend, except those whose own stream's queue has
+    /// drained (so the streams a client reads are not held up by those it does not). What a client that reads nothing
+    /// makes the server hold stays near this plus one message per stream, not ``responseQueueHighWatermark`` times
+    /// the concurrent streams.
+    public var connectionResponseQueueHighWatermark: Int = 8 << 20
     /// Complete request messages queued per stream before we stop opening the client's flow-control window.
     public var requestQueueHighWatermark: Int = 16
 
@@ -56,6 +61,10 @@ public struct RPCServerConfiguration: Sendable {
         public var maxConnectionAge: Duration?
         /// How long calls in flight may take to finish once a graceful shutdown or max-age GOAWAY started.
         public var gracePeriod: Duration = .seconds(10)
+        /// How long a client may take over its connection preface (counted from the accept, so a TLS handshake
+        /// included) and over each header block once its first byte arrived; a client slower than this (slowloris)
+        /// gets GOAWAY ENHANCE_YOUR_CALM `header_timeout` and is disconnected (`nil`: no limit).
+        public var headerTimeout: Duration? = .seconds(10)
 
         public init() {}
     }

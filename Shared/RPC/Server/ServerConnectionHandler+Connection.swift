@@ -23,13 +23,18 @@ extension ServerConnectionHandler {
         }
     }
 
-    /// Writes everything the session has to send in one buffer and one flush.
+    /// What one flush takes from the session at most: a client that stops reading leaves at most this much (plus
+    /// the channel's write buffer watermark) queued in the channel, not everything its flow-control windows allow.
+    static let maxFlushBytes = 1 << 20
+
+    /// Writes what the session has to send in one buffer and one flush, up to ``maxFlushBytes``; the rest goes in
+    /// the next flush, at once while the channel stays writable, otherwise when it becomes writable again.
     func flushOutput() {
         guard outputEnabled, let session, let context, context.channel.isWritable else { return }
         var buffer = outputBuffer.take()
         for _ in 0..<8 {
             do {
-                let events = try session.drainOutput(into: &buffer)
+                let events = try session.drainOutput(into: &buffer, limit: Self.maxFlushBytes)
                 guard !events.isEmpty else { break }
                 handle(events)
             } catch {
@@ -43,7 +48,11 @@ extension ServerConnectionHandler {
         if buffer.readableBytes > 0 {
             context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
         }
-        resumeResponseWriters()
+        // Writers wait while the socket is backed up (a client not reading): the data they would queue could not go.
+        if context.channel.isWritable {
+            resumeResponseWriters()
+            if buffer.readableBytes >= Self.maxFlushBytes && session.wantsWrite { scheduleFlush() }
+        }
         if case .closed = phase {
             context.close(promise: nil)
         } else if !session.wantsReadOrWrite {
@@ -51,13 +60,17 @@ extension ServerConnectionHandler {
         }
     }
 
+    /// Resumes the writers whose stream's queue drained below half its high watermark, while the connection's queue
+    /// is below half its own too; a writer whose stream's queue is empty resumes regardless of the connection's.
     func resumeResponseWriters() {
         guard let session else { return }
         let lowWatermark = configuration.responseQueueHighWatermark / 2
+        let connectionBelowLowWatermark =
+            session.totalQueuedOutboundBytes <= configuration.connectionResponseQueueHighWatermark / 2
         for (streamID, stream) in streams {
-            guard let waiter = stream.responseWaiter,
-                session.queuedOutboundBytes(streamID: streamID) <= lowWatermark
-            else { continue }
+            guard let waiter = stream.responseWaiter else { continue }
+            let queued = session.queuedOutboundBytes(streamID: streamID)
+            guard queued == 0 || (queued <= lowWatermark && connectionBelowLowWatermark) else { continue }
             stream.responseWaiter = nil
             waiter.resume()
         }
@@ -65,6 +78,11 @@ extension ServerConnectionHandler {
 
     func closeAfterFlushing() {
         phase = .closed
+        // A client that does not read would keep an unwritable connection open for ever: close without flushing.
+        if let context, !context.channel.isWritable {
+            context.close(promise: nil)
+            return
+        }
         if inReadBurst { return }  // channelReadComplete flushes and closes
         flushOutput()
         if outputEnabled == false { context?.close(promise: nil) }
@@ -103,6 +121,30 @@ extension ServerConnectionHandler {
         } else {
             armIdleTimer(after: streams.isEmpty ? TimeAmount(idleTimeout) - idleFor : TimeAmount(idleTimeout))
         }
+    }
+
+    /// One timer while the client is inside its preface or a header block (``InboundHeaderProgress``), due when
+    /// that began plus the header timeout, and re-armed only when it fires early: headers that arrive promptly cost
+    /// no timer work beyond the one that checks the preface.
+    func armHeaderTimer() {
+        guard let timeout = configuration.connectionManagement.headerTimeout,
+            let since = headerProgress.incompleteSince, let context
+        else { return }
+        let bound = loopBound
+        headerTimer = context.eventLoop.scheduleTask(deadline: since + TimeAmount(timeout)) {
+            bound.value.headerTimerFired()
+        }
+    }
+
+    func headerTimerFired() {
+        headerTimer = nil
+        guard let timeout = configuration.connectionManagement.headerTimeout,
+            let since = headerProgress.incompleteSince
+        else { return }
+        guard NIODeadline.now() - since >= TimeAmount(timeout) else { return armHeaderTimer() }
+        logger.info("client too slow with its preface or a header block; GOAWAY ENHANCE_YOUR_CALM")
+        session?.submitGoaway(errorCode: .enhanceYourCalm, debugData: "header_timeout")
+        closeAfterFlushing()
     }
 
     func armKeepalivePing() {
@@ -162,8 +204,7 @@ extension ServerConnectionHandler {
                 stream.abandon(error: CancellationError())
             }
             handler.streams.removeAll()
-            handler.phase = .closed
-            handler.flushOutput()
+            handler.closeAfterFlushing()
         }
         phase = .draining(grace)
         if streams.isEmpty { phase = .closed }

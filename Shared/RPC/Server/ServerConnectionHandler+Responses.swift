@@ -32,10 +32,14 @@ extension ServerConnectionHandler {
         if !stream.headersSent { sendResponseHeaders(stream, wantsCompression: compressed) }
         let compress = compressed && stream.responseEncoding == .gzip
         let body = compress ? Gzip.compress(payload) : payload
+        let queuedBefore = session.queuedOutboundBytes(streamID: streamID)
         session.writeData(framedMessage(body, compressed: compress, allocator: context.channel.allocator), streamID: streamID)
         scheduleFlush()
-        return session.queuedOutboundBytes(streamID: streamID) > configuration.responseQueueHighWatermark
-            ? .queueFull : .queued
+        let full =
+            session.queuedOutboundBytes(streamID: streamID) > configuration.responseQueueHighWatermark
+            || (queuedBefore > 0
+                && session.totalQueuedOutboundBytes > configuration.connectionResponseQueueHighWatermark)
+        return full ? .queueFull : .queued
     }
 
     /// Sends the response headers of a call now, unless they went out already; false once the call has ended.

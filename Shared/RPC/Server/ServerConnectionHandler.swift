@@ -43,6 +43,9 @@ final class ServerConnectionHandler: ChannelInboundHandler {
 
     var keepalive = KeepalivePolicy()
     var lastReadTime = NIODeadline.now()
+    /// Whether the client is inside its preface or a header block, for the header timeout (slowloris).
+    var headerProgress = InboundHeaderProgress(connectionStart: .now())
+    var headerTimer: Scheduled<Void>?
     var pingTimer: Scheduled<Void>?
     var pingTimeoutTimer: Scheduled<Void>?
     var idleTimer: Scheduled<Void>?
@@ -104,6 +107,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             context.close(promise: nil)
             return
         }
+        headerProgress = InboundHeaderProgress(connectionStart: .now())
+        armHeaderTimer()
         armIdleTimer()
         armKeepalivePing()
         if let age = configuration.connectionManagement.maxConnectionAge {
@@ -118,6 +123,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         let bytes = unwrapInboundIn(data)
         inReadBurst = true
         lastReadTime = .now()
+        headerProgress.received(bytes, at: lastReadTime)
+        if headerTimer == nil { armHeaderTimer() }
         do {
             let events = try session.receive(bytes)
             handle(events)
@@ -125,6 +132,10 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             handle(error.events)
             if error.isBadClientMagic {
                 logger.debug("not an HTTP/2 client (bad connection preface); closing")
+            } else if error.isFlood {
+                // nghttp2 gives up on a flood (more SETTINGS or PING ACKs pending than it keeps) without a GOAWAY.
+                logger.info("client flooded the connection; GOAWAY ENHANCE_YOUR_CALM")
+                session.submitGoaway(errorCode: .enhanceYourCalm, debugData: "flood")
             } else {
                 logger.info("HTTP/2 protocol error; closing", metadata: ["error": "\(error)"])
             }
@@ -172,7 +183,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         phase = .closed
         for (_, stream) in streams { stream.abandon(error: CancellationError()) }
         streams.removeAll()
-        for timer in [pingTimer, pingTimeoutTimer, idleTimer, ageTimer] { timer?.cancel() }
+        for timer in [pingTimer, pingTimeoutTimer, idleTimer, ageTimer, headerTimer] { timer?.cancel() }
         deadlineTimer.cancel()
         session?.close()
         session = nil

@@ -44,9 +44,12 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
         return response
     }
 
+    /// For services (social finds people by email or username): refuses calls the gateway forwards for a client, as
+    /// every method the gateway does not call itself does.
     func lookupUsers(request: Habitflow_Auth_V1_LookupUsersRequest, context: ServerContext) async throws
         -> Habitflow_Auth_V1_LookupUsersResponse
     {
+        try CallerIdentity.requireServiceCaller(of: "AuthInternal")
         var rules = RequestValidator()
         if request.emails.count > Self.maximumLookups {
             rules.reject("emails", "at most \(Self.maximumLookups) per call")
@@ -67,6 +70,7 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
     func getUsers(request: Habitflow_Auth_V1_GetUsersRequest, context: ServerContext) async throws
         -> Habitflow_Auth_V1_GetUsersResponse
     {
+        try CallerIdentity.requireServiceCaller(of: "AuthInternal")
         var rules = RequestValidator()
         if request.userIds.count > Self.maximumUserIDs {
             rules.reject("user_ids", "at most \(Self.maximumUserIDs) per call")
@@ -82,8 +86,9 @@ struct AuthInternalHandler: Habitflow_Auth_V1_AuthInternal.Handler {
         return response
     }
 
-    /// Everything auth holds of an account, for the gateway's data export. Unlike the other methods (the gateway
-    /// itself calls CheckSession), this one refuses calls the gateway forwards for a client.
+    /// Everything auth holds of an account, for the gateway's data export (which signs as `gateway-export`). Like
+    /// every method but GetVerificationKeys and CheckSession (which the gateway itself calls), it refuses calls the
+    /// gateway forwards for a client.
     func exportUser(request: Habitflow_Auth_V1_ExportUserRequest, context: ServerContext) async throws
         -> Habitflow_Auth_V1_ExportUserResponse
     {

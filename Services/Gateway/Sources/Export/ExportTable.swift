@@ -101,3 +101,52 @@ enum ExportFormat {
         String(CSVField.timestamp(date).text.prefix { $0 != "T" })
     }
 }
+
+// MARK: The columns most records share
+
+/// A record with a creation time (the services' messages name it alike).
+protocol CreatedRecord: Sendable {
+    var createTime: Google_Protobuf_Timestamp { get }
+    var hasCreateTime: Bool { get }
+}
+
+/// A record with a last-change time.
+protocol UpdatedRecord: Sendable {
+    var updateTime: Google_Protobuf_Timestamp { get }
+    var hasUpdateTime: Bool { get }
+}
+
+/// A record that is kept, marked, when deleted (a tombstone).
+protocol DeletableRecord: Sendable {
+    var deleted: Bool { get }
+    var deleteTime: Google_Protobuf_Timestamp { get }
+    var hasDeleteTime: Bool { get }
+}
+
+extension ExportTable.Column where Record: CreatedRecord {
+    static func createTime(_ about: String = "When it was created.") -> Self {
+        .init(name: "create_time", about: about) { record, _ in
+            ExportFormat.time(record.createTime, isSet: record.hasCreateTime)
+        }
+    }
+}
+
+extension ExportTable.Column where Record: UpdatedRecord {
+    static func updateTime(_ about: String = "When it last changed.") -> Self {
+        .init(name: "update_time", about: about) { record, _ in
+            ExportFormat.time(record.updateTime, isSet: record.hasUpdateTime)
+        }
+    }
+}
+
+extension ExportTable.Column where Record: DeletableRecord {
+    static func deleted(_ about: String = "Whether it was deleted.") -> Self {
+        .init(name: "deleted", about: about) { record, _ in ExportFormat.bool(record.deleted) }
+    }
+
+    static func deleteTime(_ about: String = "When it was deleted; empty if not.") -> Self {
+        .init(name: "delete_time", about: about) { record, _ in
+            ExportFormat.time(record.deleteTime, isSet: record.hasDeleteTime)
+        }
+    }
+}

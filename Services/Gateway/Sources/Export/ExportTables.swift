@@ -5,6 +5,17 @@ internal import HabitFlowSocialProtos
 
 private typealias F = ExportFormat
 
+extension Habitflow_Auth_V1_User: CreatedRecord, UpdatedRecord {}
+extension Habitflow_Habits_V1_Category: CreatedRecord, UpdatedRecord, DeletableRecord {}
+extension Habitflow_Habits_V1_Habit: CreatedRecord, UpdatedRecord, DeletableRecord {}
+extension Habitflow_Habits_V1_Entry: CreatedRecord, DeletableRecord {}
+extension Habitflow_Goals_V1_Goal: CreatedRecord, UpdatedRecord, DeletableRecord {}
+extension Habitflow_Goals_V1_Assessment: CreatedRecord, DeletableRecord {}
+extension Habitflow_Goals_V1_Task: CreatedRecord, UpdatedRecord, DeletableRecord {}
+extension Habitflow_Goals_V1_Review: CreatedRecord, UpdatedRecord, DeletableRecord {}
+extension Habitflow_Social_V1_Request: CreatedRecord, UpdatedRecord {}
+extension Habitflow_Social_V1_SharingSettings: UpdatedRecord {}
+
 /// The files of the data export, in archive order, with their columns (seed 004 BACKUP-003). A row type that is
 /// not a service's own message pairs one with what it belongs to (a habit's target period with the habit).
 enum ExportTables {
@@ -29,12 +40,8 @@ enum ExportTables {
             .init(name: "linked_providers", about: "Social sign-in providers linked to the account.") { user, _ in
                 F.list(user.linkedProviders.map(F.enumName))
             },
-            .init(name: "create_time", about: "When the account was created.") { user, _ in
-                F.time(user.createTime, isSet: user.hasCreateTime)
-            },
-            .init(name: "update_time", about: "When the profile last changed.") { user, _ in
-                F.time(user.updateTime, isSet: user.hasUpdateTime)
-            },
+            .createTime("When the account was created."),
+            .updateTime("When the profile last changed."),
         ])
 
     static let sessions = ExportTable<Habitflow_Auth_V1_ExportedSession>(
@@ -98,16 +105,10 @@ enum ExportTables {
             .init(name: "is_default", about: "One of the categories every account starts with.") { category, _ in
                 F.bool(category.isDefault)
             },
-            .init(name: "create_time", about: "When it was created.") { category, _ in
-                F.time(category.createTime, isSet: category.hasCreateTime)
-            },
-            .init(name: "update_time", about: "When it last changed.") { category, _ in
-                F.time(category.updateTime, isSet: category.hasUpdateTime)
-            },
-            .init(name: "deleted", about: "Whether it was deleted.") { category, _ in F.bool(category.deleted) },
-            .init(name: "delete_time", about: "When it was deleted; empty if not.") { category, _ in
-                F.time(category.deleteTime, isSet: category.hasDeleteTime)
-            },
+            .createTime(),
+            .updateTime(),
+            .deleted(),
+            .deleteTime(),
         ])
 
     static let habits = ExportTable<Habitflow_Habits_V1_Habit>(
@@ -133,16 +134,10 @@ enum ExportTables {
             .init(name: "deleted_on", about: "The day it was deleted, in your time zone; empty if not.") { habit, _ in
                 F.date(year: habit.deletedOn.year, month: habit.deletedOn.month, day: habit.deletedOn.day)
             },
-            .init(name: "create_time", about: "When it was created.") { habit, _ in
-                F.time(habit.createTime, isSet: habit.hasCreateTime)
-            },
-            .init(name: "update_time", about: "When it last changed.") { habit, _ in
-                F.time(habit.updateTime, isSet: habit.hasUpdateTime)
-            },
-            .init(name: "deleted", about: "Whether it was deleted.") { habit, _ in F.bool(habit.deleted) },
-            .init(name: "delete_time", about: "When it was deleted; empty if not.") { habit, _ in
-                F.time(habit.deleteTime, isSet: habit.hasDeleteTime)
-            },
+            .createTime(),
+            .updateTime(),
+            .deleted(),
+            .deleteTime(),
         ])
 
     struct HabitTarget: Sendable {
@@ -176,13 +171,9 @@ enum ExportTables {
             .init(name: "value", about: "The amount, in the habit's unit (1 for a plain check-in).") { entry, _ in
                 F.number(entry.value)
             },
-            .init(name: "create_time", about: "When it was recorded.") { entry, _ in
-                F.time(entry.createTime, isSet: entry.hasCreateTime)
-            },
-            .init(name: "deleted", about: "Whether it was removed.") { entry, _ in F.bool(entry.deleted) },
-            .init(name: "delete_time", about: "When it was removed; empty if not.") { entry, _ in
-                F.time(entry.deleteTime, isSet: entry.hasDeleteTime)
-            },
+            .createTime("When it was recorded."),
+            .deleted("Whether it was removed."),
+            .deleteTime("When it was removed; empty if not."),
         ])
 
     // MARK: goals
@@ -246,16 +237,10 @@ enum ExportTables {
             .init(name: "progress_percent", about: "The same, 0 to 100.") { goal, _ in
                 String(goal.progress.percent)
             },
-            .init(name: "create_time", about: "When it was created.") { goal, _ in
-                F.time(goal.createTime, isSet: goal.hasCreateTime)
-            },
-            .init(name: "update_time", about: "When it last changed.") { goal, _ in
-                F.time(goal.updateTime, isSet: goal.hasUpdateTime)
-            },
-            .init(name: "deleted", about: "Whether it was deleted.") { goal, _ in F.bool(goal.deleted) },
-            .init(name: "delete_time", about: "When it was deleted; empty if not.") { goal, _ in
-                F.time(goal.deleteTime, isSet: goal.hasDeleteTime)
-            },
+            .createTime(),
+            .updateTime(),
+            .deleted(),
+            .deleteTime(),
         ])
 
     struct GoalLink: Sendable {
@@ -319,13 +304,9 @@ enum ExportTables {
                 String(assessment.value)
             },
             .init(name: "note", about: "Your note.") { assessment, _ in assessment.note },
-            .init(name: "create_time", about: "When it was recorded.") { assessment, _ in
-                F.time(assessment.createTime, isSet: assessment.hasCreateTime)
-            },
-            .init(name: "deleted", about: "Whether it was deleted.") { assessment, _ in F.bool(assessment.deleted) },
-            .init(name: "delete_time", about: "When it was deleted; empty if not.") { assessment, _ in
-                F.time(assessment.deleteTime, isSet: assessment.hasDeleteTime)
-            },
+            .createTime("When it was recorded."),
+            .deleted(),
+            .deleteTime(),
         ])
 
     static let tasks = ExportTable<Habitflow_Goals_V1_Task>(
@@ -342,16 +323,10 @@ enum ExportTables {
             .init(name: "completed_on", about: "The day it was done; empty if not.") { task, _ in
                 F.date(year: task.completedOn.year, month: task.completedOn.month, day: task.completedOn.day)
             },
-            .init(name: "create_time", about: "When it was created.") { task, _ in
-                F.time(task.createTime, isSet: task.hasCreateTime)
-            },
-            .init(name: "update_time", about: "When it last changed.") { task, _ in
-                F.time(task.updateTime, isSet: task.hasUpdateTime)
-            },
-            .init(name: "deleted", about: "Whether it was deleted.") { task, _ in F.bool(task.deleted) },
-            .init(name: "delete_time", about: "When it was deleted; empty if not.") { task, _ in
-                F.time(task.deleteTime, isSet: task.hasDeleteTime)
-            },
+            .createTime(),
+            .updateTime(),
+            .deleted(),
+            .deleteTime(),
         ])
 
     static let reviews = ExportTable<Habitflow_Goals_V1_Review>(
@@ -368,16 +343,10 @@ enum ExportTables {
                     day: review.nextReviewDate.day)
             },
             .init(name: "note", about: "Your notes.") { review, _ in review.note },
-            .init(name: "create_time", about: "When it was created.") { review, _ in
-                F.time(review.createTime, isSet: review.hasCreateTime)
-            },
-            .init(name: "update_time", about: "When it last changed.") { review, _ in
-                F.time(review.updateTime, isSet: review.hasUpdateTime)
-            },
-            .init(name: "deleted", about: "Whether it was deleted.") { review, _ in F.bool(review.deleted) },
-            .init(name: "delete_time", about: "When it was deleted; empty if not.") { review, _ in
-                F.time(review.deleteTime, isSet: review.hasDeleteTime)
-            },
+            .createTime(),
+            .updateTime(),
+            .deleted(),
+            .deleteTime(),
         ])
 
     struct ReviewRating: Sendable {
@@ -430,12 +399,8 @@ enum ExportTables {
             .init(name: "addressed_to", about: "The email or username an outgoing request was sent to.") {
                 request, _ in request.addressedTo
             },
-            .init(name: "create_time", about: "When it was sent.") { request, _ in
-                F.time(request.createTime, isSet: request.hasCreateTime)
-            },
-            .init(name: "update_time", about: "When it was last answered.") { request, _ in
-                F.time(request.updateTime, isSet: request.hasUpdateTime)
-            },
+            .createTime("When it was sent."),
+            .updateTime("When it was last answered."),
         ])
 
     static let blockedUsers = ExportTable<Habitflow_Social_V1_BlockedUser>(
@@ -482,8 +447,6 @@ enum ExportTables {
             .init(name: "shared_category_names", about: "Their names, in the same order, joined by ';'.") {
                 settings, names in F.list(settings.sharedCategoryIds.map(names.category))
             },
-            .init(name: "update_time", about: "When you last changed them; empty: never.") { settings, _ in
-                F.time(settings.updateTime, isSet: settings.hasUpdateTime)
-            },
+            .updateTime("When you last changed them; empty: never."),
         ])
 }

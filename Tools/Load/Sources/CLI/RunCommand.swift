@@ -39,6 +39,12 @@ struct RunCommand: LoadSubcommand {
     @Option(help: ArgumentHelp("Writes an SVG latency-by-percentile plot to this file.", valueName: "path"))
     var svg: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Records every call of the load (warm-up included) to this file, one tab-separated line each: unix ms, operation, OK or status, user id, id the client chose for what it wrote, detail (HabitFlow scenarios).",
+            valueName: "path"))
+    var ledger: String?
+
     @Flag(help: "No progress line every second.")
     var quiet = false
 
@@ -52,16 +58,22 @@ struct RunCommand: LoadSubcommand {
         settings.payloadSize = payloadSize
         let scenario: any LoadScenario
         do {
+            if let ledger {
+                guard self.scenario != "interop" else { throw OptionError("--ledger is for the HabitFlow scenarios") }
+                settings.ledger = try LoadLedger(path: ledger)
+            }
             scenario = try ScenarioCatalog.make(self.scenario, settings: settings)
         } catch {
             output.diagnostics("habitflow-load: \(error)")
             return LoadExitCode.usage
         }
-        return await run(scenario, target: settings.targetDescription, output: output, stopper: stopper)
+        defer { settings.ledger?.close() }
+        return await run(
+            scenario, target: settings.targetDescription, ledger: settings.ledger, output: output, stopper: stopper)
     }
 
     private func run<Scenario: LoadScenario>(
-        _ scenario: Scenario, target: String, output: LoadOutput, stopper: LoadStopper
+        _ scenario: Scenario, target: String, ledger: LoadLedger?, output: LoadOutput, stopper: LoadStopper
     ) async -> Int32 {
         let plan: LoadPlan
         let thresholds: [Threshold]
@@ -80,7 +92,11 @@ struct RunCommand: LoadSubcommand {
         let quiet = quiet
         let engine = LoadEngine(
             scenario: scenario, plan: plan, stopper: stopper, log: { output.diagnostics("habitflow-load: \($0)") },
-            progress: { report in if !quiet { output.diagnostics(SummaryText.progressLine(report)) } })
+            progress: { report in
+                // Once a second: a run that is killed leaves a ledger at most a second short.
+                ledger?.flush()
+                if !quiet { output.diagnostics(SummaryText.progressLine(report)) }
+            })
         let measurement: LoadMeasurement
         do throws(LoadFailure) {
             measurement = try await engine.run()

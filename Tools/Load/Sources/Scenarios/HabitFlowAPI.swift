@@ -93,14 +93,16 @@ struct HabitFlowAPI: Sendable {
         return ids
     }
 
-    func markDone(habit: String, on day: LocalDay, for session: HabitFlowSession, connection: HabitFlowConnection)
-        async throws
-    {
+    /// Marks `habit` done on `day` as entry `entryID` (chosen by the caller, so a retry never adds a second entry).
+    func markDone(
+        habit: String, on day: LocalDay, entryID: String = UUID.random().lowercasedString,
+        for session: HabitFlowSession, connection: HabitFlowConnection
+    ) async throws {
         _ = try await Habitflow_Habits_V1_HabitsService.Client(transport: connection.habits).markHabitDone(
             .with {
                 $0.habitID = habit
                 $0.date = day.proto
-                $0.entryID = UUID.random().lowercasedString
+                $0.entryID = entryID
             }, options: session.options)
     }
 }

@@ -76,6 +76,9 @@ public struct HabitFlowScenario: LoadScenario {
         case getProfile = "get-profile"
         /// The gateway's GetDashboard (habitflow.gateway.v1): weekly score, habits, goals, leaderboard in one call.
         case dashboard
+        /// Register: signs up a new account (bcrypt on auth, and a `UserCreated` event for every subscriber). In no
+        /// shipped mix; `scripts/faults` adds a little of it so events flow while services fail.
+        case signUp = "sign-up"
     }
 
     /// One virtual user.
@@ -96,10 +99,14 @@ public struct HabitFlowScenario: LoadScenario {
     let accountsFile: String?
     /// Habits each new account creates.
     let habitsPerNewUser: Int
+    /// Where every call of the load is recorded, with the ids of what it wrote (`--ledger`).
+    let ledger: LoadLedger?
 
     public init(
-        kind: Kind, connector: HabitFlowConnector, callTimeout: Duration, accountsFile: String?, habitsPerNewUser: Int = 5
+        kind: Kind, connector: HabitFlowConnector, callTimeout: Duration, accountsFile: String?,
+        habitsPerNewUser: Int = 5, ledger: LoadLedger? = nil
     ) throws {
+        self.ledger = ledger
         self.kind = kind
         self.api = HabitFlowAPI(connector: connector, callTimeout: callTimeout)
         self.accountsFile = accountsFile
@@ -158,13 +165,43 @@ public struct HabitFlowScenario: LoadScenario {
     }
 
     public func perform(operation: Int, user: inout User, connection: HabitFlowConnection) async throws {
+        let operation = operations[operation]
+        guard let ledger else { return try await perform(operation, user: &user, connection: connection, note: nil) }
+        let note = LedgerNote()
+        do {
+            try await perform(operation, user: &user, connection: connection, note: note)
+        } catch {
+            ledger.record(
+                .init(
+                    operation: operation.rawValue, status: failureCode(of: error).code,
+                    userID: user.session.userID.lowercasedString, clientID: note.clientID, detail: note.detail))
+            throw error
+        }
+        let userID = note.userID ?? user.session.userID.lowercasedString
+        ledger.record(
+            .init(operation: operation.rawValue, status: "OK", userID: userID, clientID: note.clientID, detail: note.detail))
+    }
+
+    /// What an operation tells the ledger beyond its status: the id it chose for what it writes, the account it made,
+    /// what a response lacked. One per call, filled by the task making it.
+    final class LedgerNote {
+        var clientID: String?
+        var userID: String?
+        var detail: String?
+    }
+
+    private func perform(
+        _ operation: Operation, user: inout User, connection: HabitFlowConnection, note: LedgerNote?
+    ) async throws {
         let habits = Habitflow_Habits_V1_HabitsService.Client(transport: connection.habits)
         let options = user.session.options
-        switch operations[operation] {
+        switch operation {
         case .markDone:
             let habit = user.habitIDs[Int.random(in: 0..<user.habitIDs.count, using: &user.random)]
             let day = LocalDay.today(minus: Int.random(in: 0..<7, using: &user.random))
-            try await api.markDone(habit: habit, on: day, for: user.session, connection: connection)
+            let entryID = UUID.random().lowercasedString
+            note?.clientID = entryID
+            try await api.markDone(habit: habit, on: day, entryID: entryID, for: user.session, connection: connection)
         case .markNotDone:
             let habit = user.habitIDs[Int.random(in: 0..<user.habitIDs.count, using: &user.random)]
             let day = LocalDay.today(minus: Int.random(in: 0..<7, using: &user.random))
@@ -193,6 +230,9 @@ public struct HabitFlowScenario: LoadScenario {
                 Habitflow_Gateway_V1_GetDashboardRequest(), options: options)
             // The gateway answers with the parts it got in time and marks the others missing. Goals and the
             // leaderboard may be absent where those services do not run; the habits part is this scenario's own.
+            if !dashboard.missingParts.isEmpty {
+                note?.detail = "missing=" + dashboard.missingParts.map { "\($0.part)" }.joined(separator: ",")
+            }
             if let missing = dashboard.missingParts.first(where: { $0.part == .habits }) {
                 let code = RPCStatusCode(rawValue: Int(missing.code)).map { "\($0)" } ?? "code \(missing.code)"
                 throw ResponseCheckFailure("the dashboard came without its habits part (\(code): \(missing.message))")
@@ -204,6 +244,13 @@ public struct HabitFlowScenario: LoadScenario {
             guard UUID(canonical: profile.id) == user.session.userID else {
                 throw ResponseCheckFailure("GetProfile returned user \(profile.id)")
             }
+        case .signUp:
+            let tag = UUID.random().lowercasedString.replacingOccurrences(of: "-", with: "").prefix(16)
+            note?.clientID = "load_\(tag)"
+            let session = try await api.register(
+                email: "load-\(tag)@example.com", username: "load_\(tag)", password: "load-\(tag)-password",
+                device: UUID.random().lowercasedString, on: connection)
+            note?.userID = session.userID.lowercasedString
         }
     }
 

@@ -15,13 +15,16 @@ public struct ScenarioSettings: Sendable {
     public var accountsFile: String?
     /// Payload bytes of the interop UnaryCall.
     public var payloadSize: Int
+    /// Where the HabitFlow scenarios record every call (see ``LoadLedger``); nil: nowhere.
+    public var ledger: LoadLedger?
     public var logger: Logger
 
     public init(
         target: RPCTarget, direct: (auth: RPCTarget, habits: RPCTarget)? = nil, internalSecret: String = "",
         connectTimeout: Duration = .seconds(5), callTimeout: Duration = .seconds(10), accountsFile: String? = nil,
-        payloadSize: Int = 16, logger: Logger
+        payloadSize: Int = 16, ledger: LoadLedger? = nil, logger: Logger
     ) {
+        self.ledger = ledger
         self.target = target
         self.direct = direct
         self.internalSecret = internalSecret
@@ -64,7 +67,7 @@ public enum ScenarioCatalog {
             make: { settings in
                 try HabitFlowScenario(
                     kind: kind, connector: settings.habitFlowConnector, callTimeout: settings.callTimeout,
-                    accountsFile: settings.accountsFile)
+                    accountsFile: settings.accountsFile, ledger: settings.ledger)
             })
     } + [
         Entry(
