@@ -7,6 +7,7 @@
 //   Schemas/          .proto files (the API) and SQL migrations per service
 //   Tests/*           one test target per module, against real libraries, sockets and Postgres
 //   Benchmarks/       a package of its own (Benchmarks/Package.swift) on this one's products; not built here
+//   Tools/Fuzz/       libFuzzer targets, also a package of its own on this one's products (scripts/fuzz)
 import PackageDescription
 
 /// Swift 6 language mode (strict concurrency checking) for every Swift target.
@@ -49,19 +50,30 @@ let package = Package(
         // The client SDK for apps (Shared/SDK): sign-in, automatic token refresh, typed calls for every public RPC.
         .library(name: "HabitFlowSDK", targets: ["HabitFlowSDK"]),
 
-        // The backend's modules exposed for the benchmarks package (Benchmarks/Package.swift, which depends on this
-        // one by path and can only use products): exactly the modules the benchmarks import. Not an API for apps.
+        // The backend's modules exposed for the benchmarks and fuzzing packages (Benchmarks/Package.swift,
+        // Tools/Fuzz/Package.swift, which depend on this one by path and can only use products): exactly the modules
+        // they import. Not an API for apps.
+        .library(name: "HabitFlowArchive", targets: ["HabitFlowArchive"]),
         .library(name: "HabitFlowAuth", targets: ["HabitFlowAuth"]),
         .library(name: "HabitFlowAuthProtos", targets: ["HabitFlowAuthProtos"]),
         .library(name: "HabitFlowBase64", targets: ["HabitFlowBase64"]),
+        .library(name: "HabitFlowCalendar", targets: ["HabitFlowCalendar"]),
+        .library(name: "HabitFlowCompression", targets: ["HabitFlowCompression"]),
         .library(name: "HabitFlowCrypto", targets: ["HabitFlowCrypto"]),
+        .library(name: "HabitFlowGatewayProtos", targets: ["HabitFlowGatewayProtos"]),
+        .library(name: "HabitFlowGoals", targets: ["HabitFlowGoals"]),
         .library(name: "HabitFlowGoalsProtos", targets: ["HabitFlowGoalsProtos"]),
-        .library(name: "HabitFlowSocialProtos", targets: ["HabitFlowSocialProtos"]),
+        .library(name: "HabitFlowHabits", targets: ["HabitFlowHabits"]),
         .library(name: "HabitFlowHabitsProtos", targets: ["HabitFlowHabitsProtos"]),
+        .library(name: "HabitFlowSocial", targets: ["HabitFlowSocial"]),
+        .library(name: "HabitFlowSocialProtos", targets: ["HabitFlowSocialProtos"]),
+        .library(name: "HabitFlowHTTP2", targets: ["HabitFlowHTTP2"]),
         .library(name: "HabitFlowInternalCredential", targets: ["HabitFlowInternalCredential"]),
         .library(name: "HabitFlowPostgres", targets: ["HabitFlowPostgres"]),
         .library(name: "HabitFlowRPC", targets: ["HabitFlowRPC"]),
         .library(name: "HabitFlowRPCClient", targets: ["HabitFlowRPCClient"]),
+        .library(name: "HabitFlowRPCServer", targets: ["HabitFlowRPCServer"]),
+        .library(name: "HabitFlowServiceAPI", targets: ["HabitFlowServiceAPI"]),
         .library(name: "HabitFlowServiceKit", targets: ["HabitFlowServiceKit"]),
         .library(name: "HabitFlowTokens", targets: ["HabitFlowTokens"]),
     ],
@@ -575,7 +587,8 @@ let package = Package(
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowEvents",
                 "HabitFlowGRPCProtos", "HabitFlowHabits", "HabitFlowHabitsProtos", "HabitFlowPostgres", "HabitFlowRPC",
-                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceKit", logging, swiftProtobuf,
+                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceAPI", "HabitFlowServiceKit", logging,
+                swiftProtobuf,
             ],
             path: "Tests/HabitsTests",
             swiftSettings: swiftSettings
@@ -586,7 +599,7 @@ let package = Package(
                 "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowEvents",
                 "HabitFlowGRPCProtos", "HabitFlowGoals", "HabitFlowGoalsProtos", "HabitFlowHabits",
                 "HabitFlowHabitsProtos", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient",
-                "HabitFlowRPCServer", "HabitFlowServiceKit", logging, swiftProtobuf,
+                "HabitFlowRPCServer", "HabitFlowServiceAPI", "HabitFlowServiceKit", logging, swiftProtobuf,
             ],
             path: "Tests/GoalsTests",
             swiftSettings: swiftSettings

@@ -67,7 +67,16 @@ public struct CSVWriter: Sendable {
     /// `field` as it appears in a record: as it is, or enclosed in double quotes with its double quotes doubled.
     public static func encode(_ field: String) -> String {
         guard needsQuotes(field) else { return field }
-        return "\"" + field.replacing("\"", with: "\"\"") + "\""
+        // Scalar by scalar, as a CSV reader sees the text: Swift compares `Character`s, and a quote followed by a
+        // combining mark, a joiner or a variation selector is one `Character` that is no quote.
+        var quoted = String.UnicodeScalarView()
+        quoted.append("\"")
+        for scalar in field.unicodeScalars {
+            quoted.append(scalar)
+            if scalar == "\"" { quoted.append(scalar) }
+        }
+        quoted.append("\"")
+        return String(quoted)
     }
 
     private static func needsQuotes(_ field: String) -> Bool {
@@ -138,6 +147,7 @@ public struct CSVField: Hashable, Sendable, ExpressibleByStringLiteral {
 
     /// A UTC timestamp in RFC 3339 (ISO 8601) form, `2026-11-27T08:15:00Z`; when the time has a fraction of a second,
     /// it is written to the microsecond (Postgres' precision), always six digits: `2026-11-27T08:15:00.250000Z`.
+    /// Instants more than about 285,000 years from 1970, and non-finite ones, are clamped to that range.
     public static func timestamp(_ value: Date?) -> CSVField {
         guard let value else { return .empty }
         let time = UTCDateTime(value)

@@ -11,9 +11,10 @@ struct UTCDateTime: Equatable {
     var microsecond: Int
 
     init(_ value: Date) {
-        // Microseconds, Postgres timestamptz's precision; far-off or non-finite dates are clamped to ±300,000 years.
+        // Microseconds, Postgres timestamptz's precision; far-off or non-finite dates are clamped to ±285,000 years
+        // (``clampSeconds``), so that their microseconds fit an Int64.
         let seconds = value.timeIntervalSince1970
-        let clamped = seconds.isNaN ? 0 : min(max(seconds, -1e13), 1e13)
+        let clamped = seconds.isNaN ? 0 : min(max(seconds, -Self.clampSeconds), Self.clampSeconds)
         let micros = Int64((clamped * 1_000_000).rounded())
         let (days, microsOfDay) = Self.floorDivide(micros, 86_400_000_000)
         date = LocalDate(daysSinceEpoch: Int(days))
@@ -23,6 +24,9 @@ struct UTCDateTime: Equatable {
         second = secondOfDay % 60
         microsecond = Int(microsOfDay % 1_000_000)
     }
+
+    /// The farthest instant from 1970, either way, that is told apart: ±9e12 seconds.
+    static let clampSeconds: Double = 9e12
 
     /// Quotient rounded down and a non-negative remainder (dates before 1970 count backwards).
     private static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {

@@ -32,7 +32,8 @@ public struct ZipError: Error, CustomStringConvertible, Sendable {
         /// chunks handed out are no valid archive: abandon it.
         public static let failed = Code(.failed)
         /// A file name that is empty, longer than 65,535 bytes of UTF-8, contains NUL or a backslash, or has an empty
-        /// (`/a`, `a//b`, `a/`), `.` or `..` component. The writer is unchanged.
+        /// (`/a`, `a//b`, `a/`), `.` or `..` component, judged on its UTF-8 bytes as unzip tools see them (a `\` or
+        /// `/` followed by a combining mark counts too). The writer is unchanged.
         public static let invalidName = Code(.invalidName)
         /// A file name the archive already has (compared as Swift compares strings: canonically equivalent Unicode is
         /// the same name, as it is on macOS file systems). The writer is unchanged.

@@ -300,14 +300,20 @@ public struct ZipStreamWriter: ~Copyable {
         func invalid(_ reason: String) -> ZipError {
             ZipError(code: .invalidName, message: "file name \(name.debugDescription) \(reason)")
         }
-        if name.isEmpty { throw invalid("is empty") }
-        if name.utf8.count > Int(UInt16.max) { throw invalid("is longer than 65,535 bytes") }
-        if name.utf8.contains(0) { throw invalid("contains NUL") }
-        if name.contains("\\") { throw invalid("contains a backslash (ZIP names separate folders with /)") }
-        if name.hasPrefix("/") { throw invalid("is absolute") }
-        for component in name.split(separator: "/", omittingEmptySubsequences: false) {
+        // Judged on the bytes, as the tools that extract the archive see them: Swift compares `Character`s, and a
+        // `/` or `\` followed by a combining mark or a variation selector is one `Character` that equals neither.
+        let bytes = name.utf8
+        let slash = UInt8(ascii: "/"), dot = UInt8(ascii: ".")
+        if bytes.isEmpty { throw invalid("is empty") }
+        if bytes.count > Int(UInt16.max) { throw invalid("is longer than 65,535 bytes") }
+        if bytes.contains(0) { throw invalid("contains NUL") }
+        if bytes.contains(UInt8(ascii: "\\")) { throw invalid("contains a backslash (ZIP names separate folders with /)") }
+        if bytes.first == slash { throw invalid("is absolute") }
+        for component in bytes.split(separator: slash, omittingEmptySubsequences: false) {
             if component.isEmpty { throw invalid("has an empty component (a folder, or //)") }
-            if component == "." || component == ".." { throw invalid("has a . or .. component") }
+            if component.elementsEqual([dot]) || component.elementsEqual([dot, dot]) {
+                throw invalid("has a . or .. component")
+            }
         }
         if names.contains(name) { throw ZipError(code: .duplicateName, message: "the archive already has \(name)") }
     }

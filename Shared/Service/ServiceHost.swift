@@ -98,8 +98,12 @@ public struct ServiceRuntime: Sendable {
     private let channels: ServiceChannels
     private let background: BackgroundWork
 
-    init(
-        configuration: ServiceConfiguration, logger: Logger, database: PostgresPool?, metrics: PrometheusCollectorRegistry
+    /// ``ServiceHost`` makes the runtime of the service it hosts. Code that calls a definition's services without a
+    /// host (the request fuzz target in Tools/Fuzz) makes its own: it then runs no server, outbox relay or metrics
+    /// endpoint, and owns `database`.
+    public init(
+        configuration: ServiceConfiguration, logger: Logger, database: PostgresPool?,
+        metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry()
     ) {
         self.configuration = configuration
         self.logger = logger

@@ -14,6 +14,7 @@ extension ChangeKind {
 /// A position in a user's change feed: after the row of `kind` and `id` stamped with `sequence`. One write can stamp
 /// several rows with one sequence value (a category deleted with its habits), so the kind and id break ties.
 public struct ChangeCursor<Kind: ChangeKind>: Sendable, Hashable, Comparable {
+    /// The row's change-sequence value: 0 (the beginning) or more, as Postgres sequences count.
     public var sequence: Int64
     public var kind: Kind
     public var id: UUID
@@ -46,10 +47,13 @@ public struct ChangeCursor<Kind: ChangeKind>: Sendable, Hashable, Comparable {
 
 extension RequestValidator {
     /// A `ListChanges` cursor: the beginning when empty, otherwise a `next_cursor` the feed returned.
+    ///
+    /// A token's checksum is no signature: anyone can wrap any fields in one, so every field is checked as if typed
+    /// by hand: a negative sequence, which no feed returns, would make ``ChangeCursor/bound(for:)`` overflow.
     public mutating func changeCursor<Kind: ChangeKind>(_ token: String, field: String = "cursor") -> ChangeCursor<Kind> {
         guard let fields = pageToken(token, list: "changes", fieldCount: 3, field: field) else { return .beginning }
-        guard let sequence = Int64(fields[0]), let kindValue = Int(fields[1]), let kind = Kind(rawValue: kindValue),
-            let id = UUID(canonical: fields[2])
+        guard let sequence = Int64(fields[0]), sequence >= 0, let kindValue = Int(fields[1]),
+            let kind = Kind(rawValue: kindValue), let id = UUID(canonical: fields[2])
         else {
             reject(field, "is not a cursor ListChanges returned")
             return .beginning

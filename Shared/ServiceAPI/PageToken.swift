@@ -1,4 +1,5 @@
 internal import HabitFlowBase64
+public import HabitFlowCalendar
 internal import HabitFlowCrypto
 
 /// Opaque page tokens (and change-feed cursors): a position in one list, handed to clients and taken back.
@@ -49,6 +50,19 @@ public enum PageToken {
         guard parts.first == list else { return nil }
         return Array(parts.dropFirst())
     }
+
+    /// A date a token holds as its day number (`String(date.daysSinceEpoch)`): `nil` unless it is one of the dates a
+    /// request may carry, years 1 to 9999 (``RequestValidator/date(year:month:day:field:)``).
+    ///
+    /// - Important: Read every date out of a token with this. The checksum is no signature, so a client can wrap
+    ///   any number in a valid token, and `LocalDate(daysSinceEpoch:)` traps on numbers near `Int.max`.
+    public static func date(_ field: String) -> LocalDate? {
+        guard let days = Int(field), tokenDays.contains(days) else { return nil }
+        return LocalDate(daysSinceEpoch: days)
+    }
+
+    /// 0001-01-01 to 9999-12-31 as day numbers.
+    private static let tokenDays = -719_162...2_932_896
 }
 
 /// How many items a list call returns: the one rule every list follows (AIP-158).

@@ -30,6 +30,12 @@ struct CSVWriterTests {
         ("e\u{301}te\u{301} (combining)", "e\u{301}te\u{301} (combining)"),
         ("\u{1F469}\u{200D}\u{1F4BB}", "\u{1F469}\u{200D}\u{1F4BB}"),
         ("semi;colon\u{0B}vt", "semi;colon\u{0B}vt"),
+        // A quote that starts a grapheme cluster (a joiner, a combining mark or a variation selector after it) is
+        // still a quote to a CSV reader: doubled too. The first is the csv fuzz target's reproducer (shortened); left
+        // single, its quote ended the field and ", slowly" became a cell of its own.
+        ("War and Peace\"\u{200D}, slowly", "\"War and Peace\"\"\u{200D}, slowly\""),
+        ("\"\u{301}=cmd()\"\u{301}", "\"\"\"\u{301}=cmd()\"\"\u{301}\""),
+        ("5\"\u{FE0F},x", "\"5\"\"\u{FE0F},x\""),
     ]
 
     @Test("a field is quoted only for a comma, quote, CR, LF or edge space; quotes are doubled; the rest is untouched")
@@ -85,6 +91,14 @@ struct CSVWriterTests {
         #expect(CSVField.decimal(Decimal(string: "-1234567.891")).text == "-1234567.891")
     }
 
+    @Test("far-off and non-finite instants are clamped to about ±285,000 years, not a crash (fuzz: csv)")
+    func farOffTimestamps() {
+        #expect(CSVField.timestamp(Date(timeIntervalSince1970: .infinity)).text == "287168-08-24T16:00:00Z")
+        #expect(CSVField.timestamp(Date(timeIntervalSince1970: 1e13)).text == "287168-08-24T16:00:00Z")
+        #expect(CSVField.timestamp(Date(timeIntervalSince1970: -.infinity)).text == "-283229-05-10T08:00:00Z")
+        #expect(CSVField.timestamp(Date(timeIntervalSince1970: .nan)).text == "1970-01-01T00:00:00Z")
+    }
+
     @Test("a file of tricky and random Unicode rows reads back field for field, byte for byte, with Python's csv")
     func pythonRoundTrip() async throws {
         let folder = try ScratchFolder("csv")
@@ -98,6 +112,7 @@ struct CSVWriterTests {
         let alphabet = [
             ",", "\"", "\r", "\n", "\r\n", " ", "\t", "=", "+", "-", "@", "a", "Z", "0", ";", "'", "é", "e\u{301}",
             "ß", "Ω", "日本", "ع", "😀", "👍🏽", "\u{1F469}\u{200D}\u{1F4BB}", "\u{FEFF}", "\u{2028}", "\\",
+            "\"\u{301}", "\"\u{200D}", "\u{301}", "\u{200D}",
         ]
         for (index, (value, _)) in Self.tricky.enumerated() {
             let fields: [CSVField] = [

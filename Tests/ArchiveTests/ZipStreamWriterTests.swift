@@ -284,6 +284,9 @@ struct ZipStreamWriterTests {
         let invalidNames = [
             "", "/etc/passwd", "../up.txt", "a/../../b", "./a", "a/./b", "a//b", "folder/", "a\\b", "nul\u{0}.txt",
             longName,
+            // Each a `Character` that is neither `\` nor `/`, whose bytes still are: the first is the csv fuzz target's
+            // reproducer (a backslash and a variation selector).
+            "eric\\\u{FE0F}", "a\\\u{301}b", "/\u{301}etc/passwd", "a//\u{301}b", "./\u{301}x",
         ]
         for name in invalidNames {
             expect(.invalidName, "\(name.prefix(20).debugDescription)") {
@@ -311,6 +314,31 @@ struct ZipStreamWriterTests {
         try Self.save(chunks, to: folder.path("misuse.zip"))
         let names = try await Self.members(of: folder.path("misuse.zip")).map(\.name)
         #expect(names == ["a.csv", "café.txt", "folder/a.csv"])
+    }
+
+    @Test("a file modified at a far-off or non-finite time is dated at the end or the start of DOS time (fuzz: csv)")
+    func farOffModificationTimes() throws {
+        let end = DOSDateTime(.distantFuture)
+        let start = DOSDateTime(.distantPast)
+        // The fuzz target's reproducer: 1.2e225 s after 1970, whose microseconds overflowed an Int64.
+        let reproducer = Date(timeIntervalSince1970: Double(bitPattern: 0x6EDA_BF61_0000_0000))
+        let cases = [
+            (reproducer, end), (Date(timeIntervalSince1970: .infinity), end), (Date(timeIntervalSince1970: 1e13), end),
+            (Date(timeIntervalSince1970: -1e300), start), (Date(timeIntervalSince1970: -.infinity), start),
+            (Date(timeIntervalSince1970: .nan), start),
+        ]
+        for (time, expected) in cases {
+            #expect(DOSDateTime(time) == expected, "\(time.timeIntervalSince1970)")
+        }
+
+        var zip = ZipStreamWriter()
+        try zip.startFile(named: "entritraili", modified: reproducer)
+        try zip.finishFile()
+        try zip.finish()
+        let archive = zip.takeChunks().flatMap { Array($0.readableBytesView) }
+        // The local header's time and date (offsets 10 and 12, little-endian).
+        #expect(UInt16(archive[10]) | UInt16(archive[11]) << 8 == end.time)
+        #expect(UInt16(archive[12]) | UInt16(archive[13]) << 8 == end.date)
     }
 
     @Test("the 65,536th file is refused, and the archive of 65,535 finishes and opens")

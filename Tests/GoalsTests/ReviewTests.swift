@@ -1,6 +1,7 @@
 import Foundation
 import HabitFlowGoalsProtos
 import HabitFlowRPC
+import HabitFlowServiceAPI
 import HabitFlowTestSupport
 import Testing
 
@@ -189,6 +190,19 @@ extension TestUser {
                     $0.updateMask.paths = ["ratings"]
                 }, options: user.options)
         }
+    }
+
+    /// The requests fuzz target's reproducer: a page token made by hand (its checksum is no secret) holding a day
+    /// number near `Int.max`, which trapped in `LocalDate(daysSinceEpoch:)` and took the service down.
+    @Test func aHandMadePageTokenWithAnImpossibleDateIsInvalidArgument() async throws {
+        let user = try await TestUser()
+        for days in ["9223372036854775807", "-9223372036854775808", "2932897", "-719163"] {
+            await expectError(.invalidArgument, field: "page_token") {
+                _ = try await user.goals.listReviews(
+                    .with { $0.pageToken = PageToken.encode(list: "reviews", [days, "0"]) }, options: user.options)
+            }
+        }
+        #expect(try await user.reviews().isEmpty)
     }
 
     @Test func aRepeatedCreateReturnsTheFirstReview() async throws {

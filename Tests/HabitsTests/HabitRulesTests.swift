@@ -2,6 +2,7 @@ import Foundation
 import HabitFlowEvents
 import HabitFlowHabitsProtos
 import HabitFlowRPC
+import HabitFlowServiceAPI
 import HabitFlowServiceKit
 import Testing
 import HabitFlowTestSupport
@@ -115,6 +116,24 @@ struct HabitRulesTests {
                     $0.startWeek = isoWeek(2015, 1)
                     $0.endWeek = isoWeek(2026, 1)
                 }, options: user.options)
+        }
+    }
+
+    @Test("a page token made by hand with a day number no date has is INVALID_ARGUMENT, not a crash (fuzz)")
+    func handMadeEntriesPageToken() async throws {
+        let user = try await TestUser()
+        // Like the requests fuzz target's reproducer for goals: the checksum is no secret, and a day number near
+        // Int.max trapped in LocalDate(daysSinceEpoch:).
+        for days in ["9223372036854775807", "-9223372036854775808", "2932897"] {
+            let token = PageToken.encode(list: "entries", [days, "3f2b8c1e-6d4a-4e1f-9c7b-2a5d8e9f0b1c"])
+            await expectError(.invalidArgument, field: "page_token") {
+                _ = try await user.api.listEntries(
+                    .with {
+                        $0.startDate = date(2026, 1, 1)
+                        $0.endDate = date(2026, 1, 31)
+                        $0.pageToken = token
+                    }, options: user.options)
+            }
         }
     }
 

@@ -41,6 +41,54 @@ struct ServiceAPITests {
         #expect(PageToken.decode(Base64URL.encode(bytes), list: "changes") == nil)
     }
 
+    @Test("a cursor made by hand with a negative sequence is refused; the lowest real one bounds every kind (fuzz)")
+    func changeCursorSequenceRange() throws {
+        let id = "3f2b8c1e-6d4a-4e1f-9c7b-2a5d8e9f0b1c"
+        // The page-token fuzz target's reproducer: a valid token (the checksum is no secret) for sequence Int64.min,
+        // whose bound for a later kind overflowed (`sequence - 1`).
+        for sequence in ["-9223372036854775808", "-1"] {
+            var validator = RequestValidator()
+            let token = PageToken.encode(list: "changes", [sequence, "1", id])
+            let cursor: ChangeCursor<Kind> = validator.changeCursor(token)
+            #expect(cursor == .beginning)
+            #expect(
+                validator.violations == [
+                    FieldViolation(field: "cursor", description: "is not a cursor ListChanges returned")
+                ])
+        }
+        var validator = RequestValidator()
+        let first: ChangeCursor<Kind> = validator.changeCursor(PageToken.encode(list: "changes", ["0", "1", id]))
+        try validator.check()
+        #expect(first.bound(for: .later).sequence == -1)
+        #expect(first.bound(for: .earlier).sequence == 0)
+    }
+
+    @Test("a date in a page token reads back only within years 1 to 9999 (fuzz: a day number near Int.max trapped)")
+    func pageTokenDates() throws {
+        let dates = [
+            LocalDate(year: 1, month: 1, day: 1), LocalDate(year: 2026, month: 2, day: 28),
+            LocalDate(year: 9999, month: 12, day: 31),
+        ]
+        for date in dates {
+            let date = try #require(date)
+            #expect(PageToken.date(String(date.daysSinceEpoch)) == date)
+        }
+        let refused = [
+            "9223372036854775807", "-9223372036854775808", "2932897", "-719163", "", "1e3", " 5",
+            "99999999999999999999",
+        ]
+        for text in refused {
+            #expect(PageToken.date(text) == nil, "\(text)")
+        }
+    }
+
+    /// A change feed's kinds of rows, as a service declares them.
+    private enum Kind: Int, ChangeKind {
+        case start = 0
+        case earlier = 1
+        case later = 2
+    }
+
     @Test("page sizes: the default for 0, capped at the maximum, negative refused")
     func pageSizes() throws {
         let rule = PageSizeRule(defaultSize: 20, maximum: 50)

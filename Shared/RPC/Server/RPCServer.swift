@@ -73,12 +73,8 @@ public final class RPCServer: Sendable {
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    if let tlsContext {
-                        try channel.pipeline.syncOperations.addHandler(TLSHandler(context: tlsContext))
-                    }
-                    try channel.pipeline.syncOperations.addHandler(
-                        ServerConnectionHandler(
-                            router: router, configuration: configuration, logger: logger, eventLoop: channel.eventLoop))
+                    try Self.addHandlers(
+                        to: channel, tlsContext: tlsContext, router: router, configuration: configuration, logger: logger)
                     self?.track(channel)
                 }
             }
@@ -86,6 +82,28 @@ public final class RPCServer: Sendable {
             .get()
         state.withLock { $0.listener = channel }
         logger.info("listening", metadata: ["address": "\(channel.localAddress.map { "\($0)" } ?? "?")"])
+    }
+
+    /// Serves a connection that did not come from the listener, as an accepted one is served: on the channel's
+    /// event loop, TLS first when configured, then gRPC over HTTP/2. For an `EmbeddedChannel` fed bytes by hand (the
+    /// HTTP/2 fuzz target in Tools/Fuzz); such a channel is not among the connections ``shutdown()`` closes.
+    ///
+    /// - Important: Call it on `channel`'s event loop.
+    public func serve(_ channel: any Channel) throws {
+        let tlsContext = try configuration.tls.map { try TLSContext(configuration: $0) }
+        try Self.addHandlers(
+            to: channel, tlsContext: tlsContext, router: router, configuration: configuration, logger: logger)
+    }
+
+    private static func addHandlers(
+        to channel: any Channel, tlsContext: TLSContext?, router: RPCRouter, configuration: RPCServerConfiguration,
+        logger: Logger
+    ) throws {
+        if let tlsContext {
+            try channel.pipeline.syncOperations.addHandler(TLSHandler(context: tlsContext))
+        }
+        try channel.pipeline.syncOperations.addHandler(
+            ServerConnectionHandler(router: router, configuration: configuration, logger: logger, eventLoop: channel.eventLoop))
     }
 
     /// Runs until ``shutdown()`` completes (starting first if needed).

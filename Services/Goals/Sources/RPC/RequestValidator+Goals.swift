@@ -158,11 +158,11 @@ extension RequestValidator {
     /// the first page and for a refused token.
     mutating func datedPosition(_ token: String, list: String) -> DatedPosition? {
         guard let fields = pageToken(token, list: list, fieldCount: 2) else { return nil }
-        guard let days = Int(fields[0]), let sequence = Int64(fields[1]) else {
+        guard let date = PageToken.date(fields[0]), let sequence = Int64(fields[1]) else {
             reject("page_token", "is not a token this list returned")
             return nil
         }
-        return DatedPosition(date: LocalDate(daysSinceEpoch: days), sequence: sequence)
+        return DatedPosition(date: date, sequence: sequence)
     }
 
     // MARK: Calendar messages

@@ -277,8 +277,8 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         let pageSize = validator.pageSize(request.pageSize, rule: Self.entryPageSizes)
         var position: EntryPagePosition?
         if let token = validator.pageToken(request.pageToken, list: "entries", fieldCount: 2) {
-            if let days = Int(token[0]), let id = UUID(canonical: token[1]) {
-                position = EntryPagePosition(date: LocalDate(daysSinceEpoch: days), id: id)
+            if let date = PageToken.date(token[0]), let id = UUID(canonical: token[1]) {
+                position = EntryPagePosition(date: date, id: id)
             } else {
                 validator.reject("page_token", "is not a token this list returned")
             }
