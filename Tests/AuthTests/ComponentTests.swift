@@ -147,16 +147,28 @@ extension AuthServiceTests {
             await server.stop()
         }
 
-        @Test("without SMTP the local stack writes each mail to the log")
-        func logsMail() async throws {
+        @Test("without SMTP the local stack writes each mail as a file; the log names only the file")
+        func dropsMailInAFolder() async throws {
             let records = LogCapture()
             let logger = Logger(label: "mail-test") { _ in records }
-            try await LoggingMailTransport(logger: logger).send(
+            let folder = NSTemporaryDirectory() + "habitflow-mail-test-\(UUID().uuidString)"
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            try await MailDropTransport(folder: folder, logger: logger).send(
                 MailMessage(from: "a@habitflow.test", to: "b@example.com", subject: "Reset", body: "token 123"))
+            let files = try FileManager.default.contentsOfDirectory(atPath: folder)
+            let file = try #require(files.first)
+            #expect(files.count == 1 && file.hasSuffix(".eml"))
+            let path = folder + "/" + file
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(text.contains("To: b@example.com\r\n") && text.contains("Subject: Reset\r\n"))
+            #expect(text.hasSuffix("\r\n\r\ntoken 123"))
+            let permissions = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(permissions == 0o600)
             let entry = try #require(records.entries.first)
             #expect(entry.level == .notice)
-            #expect(entry.metadata["to"] == "b@example.com")
-            #expect(entry.metadata["body"] == "token 123")
+            #expect(entry.metadata["file"] == path)
+            let logged = "\(entry.message) \(entry.metadata)"
+            #expect(!logged.contains("b@example.com") && !logged.contains("token 123"))
         }
     }
 }

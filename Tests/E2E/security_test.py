@@ -612,7 +612,7 @@ class AuthorizationMatrix(unittest.TestCase):
     def setUpClass(cls):
         # The matrix makes hundreds of calls a second from one address: the gateway's limits would refuse some
         # (RESOURCE_EXHAUSTED is not what is under test here). Mail goes to a sink, as it goes to SMTP anywhere but a
-        # local stack (whose auth writes mail, tokens included, to its log).
+        # local stack (whose auth writes each mail as a file).
         cls.mail = SMTPSink()
         cls.addClassCleanup(cls.mail.close)
         start_stack(cls, log_level="trace", extra_env={
@@ -882,7 +882,7 @@ def scan_logs(log_dir, secrets):
 
 class SMTPSink:
     """A mail server on loopback that keeps every message: how the tests receive auth's mail (configured as
-    HABITFLOW_SMTP_HOST/PORT, so no mail goes to the log, as in any deployment but the local stack)."""
+    HABITFLOW_SMTP_HOST/PORT, as in any deployment but the local stack)."""
 
     def __init__(self):
         self.messages = []

@@ -253,6 +253,8 @@ def main(argv=None):
                   "%s habitflow.social.v1.SocialService/SendFriendRequest" % gateway)
             print("         and:  -H 'authorization: Bearer <access_token>' "
                   "%s habitflow.social.v1.SocialService/GetLeaderboard" % gateway)
+        if os.environ.get("HABITFLOW_MAIL_DIR") and not os.environ.get("HABITFLOW_SMTP_HOST"):
+            print("mail:    password-reset and email-change mails are files in %s" % os.environ["HABITFLOW_MAIL_DIR"])
         print("Ctrl-C stops the stack.")
         sys.stdout.flush()
         while not stopping:

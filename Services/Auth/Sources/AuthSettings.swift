@@ -43,8 +43,10 @@ public struct AuthSettings: Sendable {
     public var passwordResetTokenLifetime: Duration = .seconds(3600)
     public var emailChangeTokenLifetime: Duration = .seconds(24 * 3600)
 
-    /// Where mail goes: SMTP when set, else the log.
+    /// Where mail goes: SMTP when set, else files in ``mailDropFolder``.
     public var smtp: SMTPConfiguration?
+    /// Without SMTP (a local stack), each mail is a file in this folder (``MailDropTransport``).
+    public var mailDropFolder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("habitflow-mail").path
     /// The `From` of every mail.
     public var mailSender = "HabitFlow <no-reply@habitflow.local>"
     /// Links in mails are this followed by `reset-password?token=…` or `confirm-email?token=…`.
@@ -155,6 +157,7 @@ extension AuthSettings {
             }
             settings.smtp = SMTPConfiguration(host: host, port: port)
         }
+        if let folder = value("HABITFLOW_MAIL_DIR") { settings.mailDropFolder = folder }
         if let sender = value("HABITFLOW_MAIL_FROM") { settings.mailSender = sender }
         if let base = value("HABITFLOW_AUTH_LINK_BASE_URL") { settings.linkBaseURL = base }
 

@@ -1,21 +1,39 @@
 internal import Foundation
 public import Logging
 
-/// The local stack's "mail server": writes each mail to the log, so a developer can copy a reset or confirmation
-/// token from it.
+/// The local stack's "mail server": writes each mail as a file (`<milliseconds since 1970>-<id>.eml`, readable by
+/// its owner only) into a folder, so a developer can copy a reset or confirmation token from it. The log says only
+/// which file: no address or token reaches a log line.
 ///
-/// - Important: the log then holds live tokens. Only for a local stack: configure SMTP everywhere else.
-public struct LoggingMailTransport: MailTransport {
+/// - Important: the folder holds live tokens. Only for a local stack: configure SMTP everywhere else.
+public struct MailDropTransport: MailTransport {
+    public let folder: String
     private let logger: Logger
 
-    public init(logger: Logger) {
+    public init(folder: String, logger: Logger) {
+        self.folder = folder
         self.logger = logger
     }
 
     public func send(_ message: MailMessage) async throws {
-        logger.notice(
-            "mail (no SMTP configured, HABITFLOW_SMTP_HOST unset)",
-            metadata: ["to": "\(message.to)", "subject": "\(message.subject)", "body": "\(message.body)"])
+        let files = FileManager.default
+        try files.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let milliseconds = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        let path = URL(fileURLWithPath: folder).appendingPathComponent(
+            "\(milliseconds)-\(UUID().uuidString.lowercased()).eml"
+        ).path
+        let text = """
+            From: \(message.from)\r
+            To: \(message.to)\r
+            Subject: \(message.subject)\r
+            Content-Type: text/plain; charset=utf-8\r
+            \r
+            \(message.body)
+            """
+        guard files.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+        }
+        logger.notice("mail written to a file (no SMTP configured)", metadata: ["file": "\(path)"])
     }
 }
 
