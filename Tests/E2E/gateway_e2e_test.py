@@ -146,10 +146,34 @@ def start_stack(test_case, extra_env=None, log_level="warning", gateway_tls=None
             roots = f.read()
     env.update(extra_env or {})
     names = ["auth", "habits", "goals", "social", "gateway"]
+    # A port found free can be taken before the service binds it (another test's outgoing connection gets it as its
+    # ephemeral port): then the whole stack starts again on other ports, a few times.
+    for _ in range(3):
+        stack, log_dir = _start_stack_once(test_case, bin_dir, env, names, roots)
+        if stack is not None:
+            break
+    else:
+        raise RuntimeError("the stack's ports were taken three times in a row")
+    test_case.stack = stack
+    test_case.log_dir = log_dir
+    test_case.internal_secret = env["HABITFLOW_INTERNAL_SECRET"]
+    if roots is not None:
+        connect(test_case, grpc.secure_channel(
+            stack.address("gateway"), grpc.ssl_channel_credentials(root_certificates=roots)))
+    else:
+        connect(test_case, grpc.insecure_channel(stack.address("gateway")))
+
+
+def _start_stack_once(test_case, bin_dir, env, names, roots):
+    """Starts the stack on fresh free ports: (stack, log folder), or (None, None) when a port was taken meanwhile."""
+    ports = set()
+    while len(ports) < 2 * len(names):
+        ports.add(free_port())
+    ports = sorted(ports)
     log_dir = tempfile.mkdtemp(prefix="habitflow-e2e-logs-")
     stack = habitflow_stack.Stack(
-        bin_dir, base_env=env, ports={name: free_port() for name in names},
-        metrics_ports={name: free_port() for name in names}, absent_address="127.0.0.1:1", log_dir=log_dir,
+        bin_dir, base_env=env, ports=dict(zip(names, ports[:len(names)])),
+        metrics_ports=dict(zip(names, ports[len(names):])), absent_address="127.0.0.1:1", log_dir=log_dir,
         gateway_root_certificates=roots)
     missing = [name for name in names if name not in stack.available()]
     if missing:
@@ -163,25 +187,23 @@ def start_stack(test_case, extra_env=None, log_level="warning", gateway_tls=None
             shutil.copytree(log_dir, os.path.join(keep, "%s-%s" % (name, os.path.basename(log_dir))))
         shutil.rmtree(log_dir, ignore_errors=True)
 
-    test_case.addClassCleanup(cleanup)
     try:
         stack.start_serving(names, timeout=60)
     except RuntimeError:
+        logs = {}
         for name in names:
             path = os.path.join(log_dir, name + ".log")
             if os.path.exists(path):
                 with open(path) as f:
-                    sys.stderr.write("--- %s.log\n%s\n" % (name, f.read()[-4000:]))
+                    logs[name] = f.read()
+        cleanup()
+        if any("Address already in use" in log for log in logs.values()):
+            return None, None
+        for name, log in logs.items():
+            sys.stderr.write("--- %s.log\n%s\n" % (name, log[-4000:]))
         raise
-    test_case.stack = stack
-    test_case.log_dir = log_dir
-    test_case.internal_secret = env["HABITFLOW_INTERNAL_SECRET"]
-    if roots is not None:
-        connect(test_case, grpc.secure_channel(
-            stack.address("gateway"), grpc.ssl_channel_credentials(root_certificates=roots)))
-    else:
-        connect(test_case, grpc.insecure_channel(stack.address("gateway")))
-
+    test_case.addClassCleanup(cleanup)
+    return stack, log_dir
 
 def connect(test_case, channel):
     """`channel` to the gateway and a stub per public service on `test_case`, closed when the class is done."""
