@@ -43,40 +43,29 @@ func serviceExecutable(name: String, library: String, folder: String) -> Target 
         swiftSettings: swiftSettings)
 }
 
+/// The backend's modules exposed for the benchmarks and fuzzing packages (Benchmarks/Package.swift,
+/// Tools/Fuzz/Package.swift, which depend on this one by path and can only use products): exactly the modules they
+/// import. Not an API for apps.
+let toolProducts = [
+    "HabitFlowArchive", "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowBase64", "HabitFlowCalendar",
+    "HabitFlowCompression", "HabitFlowCrypto", "HabitFlowGatewayProtos", "HabitFlowGoals", "HabitFlowGoalsProtos",
+    "HabitFlowHabits", "HabitFlowHabitsProtos", "HabitFlowSocial", "HabitFlowSocialProtos", "HabitFlowHTTP2",
+    "HabitFlowInternalCredential", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
+    "HabitFlowServiceAPI", "HabitFlowServiceKit", "HabitFlowTokens",
+]
+
+/// A test target of `Tests/<name>`, with the package's Swift settings.
+func testTarget(_ name: String, dependencies: [Target.Dependency]) -> Target {
+    .testTarget(name: name, dependencies: dependencies, path: "Tests/\(name)", swiftSettings: swiftSettings)
+}
+
 let package = Package(
     name: "HabitFlow",
     platforms: [.macOS(.v15)],
     products: [
         // The client SDK for apps (Shared/SDK): sign-in, automatic token refresh, typed calls for every public RPC.
-        .library(name: "HabitFlowSDK", targets: ["HabitFlowSDK"]),
-
-        // The backend's modules exposed for the benchmarks and fuzzing packages (Benchmarks/Package.swift,
-        // Tools/Fuzz/Package.swift, which depend on this one by path and can only use products): exactly the modules
-        // they import. Not an API for apps.
-        .library(name: "HabitFlowArchive", targets: ["HabitFlowArchive"]),
-        .library(name: "HabitFlowAuth", targets: ["HabitFlowAuth"]),
-        .library(name: "HabitFlowAuthProtos", targets: ["HabitFlowAuthProtos"]),
-        .library(name: "HabitFlowBase64", targets: ["HabitFlowBase64"]),
-        .library(name: "HabitFlowCalendar", targets: ["HabitFlowCalendar"]),
-        .library(name: "HabitFlowCompression", targets: ["HabitFlowCompression"]),
-        .library(name: "HabitFlowCrypto", targets: ["HabitFlowCrypto"]),
-        .library(name: "HabitFlowGatewayProtos", targets: ["HabitFlowGatewayProtos"]),
-        .library(name: "HabitFlowGoals", targets: ["HabitFlowGoals"]),
-        .library(name: "HabitFlowGoalsProtos", targets: ["HabitFlowGoalsProtos"]),
-        .library(name: "HabitFlowHabits", targets: ["HabitFlowHabits"]),
-        .library(name: "HabitFlowHabitsProtos", targets: ["HabitFlowHabitsProtos"]),
-        .library(name: "HabitFlowSocial", targets: ["HabitFlowSocial"]),
-        .library(name: "HabitFlowSocialProtos", targets: ["HabitFlowSocialProtos"]),
-        .library(name: "HabitFlowHTTP2", targets: ["HabitFlowHTTP2"]),
-        .library(name: "HabitFlowInternalCredential", targets: ["HabitFlowInternalCredential"]),
-        .library(name: "HabitFlowPostgres", targets: ["HabitFlowPostgres"]),
-        .library(name: "HabitFlowRPC", targets: ["HabitFlowRPC"]),
-        .library(name: "HabitFlowRPCClient", targets: ["HabitFlowRPCClient"]),
-        .library(name: "HabitFlowRPCServer", targets: ["HabitFlowRPCServer"]),
-        .library(name: "HabitFlowServiceAPI", targets: ["HabitFlowServiceAPI"]),
-        .library(name: "HabitFlowServiceKit", targets: ["HabitFlowServiceKit"]),
-        .library(name: "HabitFlowTokens", targets: ["HabitFlowTokens"]),
-    ],
+        .library(name: "HabitFlowSDK", targets: ["HabitFlowSDK"])
+    ] + toolProducts.map { .library(name: $0, targets: [$0]) },
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
@@ -452,104 +441,68 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
-        .testTarget(
-            name: "HTTP2Tests",
-            dependencies: ["HabitFlowHTTP2", nioCore],
-            path: "Tests/HTTP2Tests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "RPCCoreTests",
-            dependencies: ["HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowCompression", nioCore],
-            path: "Tests/RPCCoreTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "RPCServerTests",
+        testTarget(
+            "HTTP2Tests",
+            dependencies: ["HabitFlowHTTP2", nioCore]),
+        testTarget(
+            "RPCCoreTests",
+            dependencies: ["HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowCompression", nioCore]),
+        testTarget(
+            "RPCServerTests",
             dependencies: [
                 "HabitFlowBase64", "HabitFlowRPC", "HabitFlowRPCServer", "HabitFlowHTTP2", "HabitFlowGRPCProtos",
                 nioCore, nioPosix, logging, swiftProtobuf,
-            ],
-            path: "Tests/RPCServerTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "RPCClientTests",
+            ]),
+        testTarget(
+            "RPCClientTests",
             dependencies: [
                 "GRPCInteropTesting", "HabitFlowTestSupport", "HabitFlowGRPCProtos", "HabitFlowRPC",
                 "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowTLS", nioCore, nioPosix, logging, swiftProtobuf,
-            ],
-            path: "Tests/RPCClientTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "ServiceAPITests",
-            dependencies: ["HabitFlowBase64", "HabitFlowCalendar", "HabitFlowRPC", "HabitFlowServiceAPI"],
-            path: "Tests/ServiceAPITests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "CryptoTests",
-            dependencies: ["HabitFlowCrypto", "HabitFlowTestSupport"],
-            path: "Tests/CryptoTests",
-            swiftSettings: swiftSettings
-        ),
+            ]),
+        testTarget(
+            "ServiceAPITests",
+            dependencies: ["HabitFlowBase64", "HabitFlowCalendar", "HabitFlowRPC", "HabitFlowServiceAPI"]),
+        testTarget(
+            "CryptoTests",
+            dependencies: ["HabitFlowCrypto", "HabitFlowTestSupport"]),
         // ZIP and CSV read back by Python's zipfile and csv modules (and unzip, when installed).
-        .testTarget(
-            name: "ArchiveTests",
+        testTarget(
+            "ArchiveTests",
             dependencies: [
                 "HabitFlowArchive", "HabitFlowCalendar", "HabitFlowCompression", "HabitFlowCrypto",
                 "HabitFlowTestSupport", nioCore,
-            ],
-            path: "Tests/ArchiveTests",
-            swiftSettings: swiftSettings
-        ),
+            ]),
         // Tokens against keys the tests generate, and key sets fetched from an https server started in the test.
-        .testTarget(
-            name: "TokensTests",
+        testTarget(
+            "TokensTests",
             dependencies: [
                 "HabitFlowBase64", "HabitFlowTokens", "HabitFlowCrypto", "HabitFlowTLS", "HabitFlowTestSupport",
                 nioCore, nioPosix, nioHTTP1,
-            ],
-            path: "Tests/TokensTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "PostgresTests",
+            ]),
+        testTarget(
+            "PostgresTests",
             dependencies: [
                 "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowPostgres", "HabitFlowOutbox", "HabitFlowEvents",
                 "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", logging, nioPosix, swiftProtobuf,
-            ],
-            path: "Tests/PostgresTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "TLSTests",
-            dependencies: ["HabitFlowTLS", "HabitFlowTestSupport", nioCore, nioPosix],
-            path: "Tests/TLSTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "ServiceKitTests",
+            ]),
+        testTarget(
+            "TLSTests",
+            dependencies: ["HabitFlowTLS", "HabitFlowTestSupport", nioCore, nioPosix]),
+        testTarget(
+            "ServiceKitTests",
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowTestSupport", "GRPCInteropTesting", "HabitFlowEvents",
                 "HabitFlowGRPCSideServiceProtos", "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC",
                 "HabitFlowRPCClient", "HabitFlowServiceKit", serviceLifecycle, logging, swiftProtobuf,
-            ],
-            path: "Tests/ServiceKitTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "AuthTests",
+            ]),
+        testTarget(
+            "AuthTests",
             dependencies: [
                 "HabitFlowServiceAPI", "HabitFlowInternalCredential", "HabitFlowBase64", "HabitFlowAuth",
                 "HabitFlowAuthProtos", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowPostgres", "HabitFlowRPC",
                 "HabitFlowRPCClient", "HabitFlowServiceKit", "HabitFlowTestSupport", "HabitFlowTokens", logging,
                 nioCore, nioPosix, swiftProtobuf,
-            ],
-            path: "Tests/AuthTests",
-            swiftSettings: swiftSettings
-        ),
+            ]),
         // Starts auth, habits, goals and the gateway in-process on free ports, against the test Postgres.
         .target(
             name: "HabitFlowStackTestSupport",
@@ -561,77 +514,56 @@ let package = Package(
             path: "Tests/StackSupport",
             swiftSettings: swiftSettings
         ),
-        .testTarget(
-            name: "GatewayTests",
+        testTarget(
+            "GatewayTests",
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowAuthProtos", "HabitFlowCrypto", "HabitFlowGRPCProtos",
                 "HabitFlowGRPCSideServiceProtos", "HabitFlowGateway", "HabitFlowGatewayProtos", "HabitFlowGoalsProtos",
                 "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit",
                 "HabitFlowStackTestSupport", "HabitFlowTestSupport", "HabitFlowTokens", logging, prometheus,
                 swiftProtobuf,
-            ],
-            path: "Tests/GatewayTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "SDKTests",
+            ]),
+        testTarget(
+            "SDKTests",
             dependencies: [
                 "HabitFlowArchive", "HabitFlowAuthProtos", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowRPC",
                 "HabitFlowSDK", "HabitFlowStackTestSupport", "HabitFlowTestSupport",
-            ],
-            path: "Tests/SDKTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "HabitsTests",
+            ]),
+        testTarget(
+            "HabitsTests",
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowEvents",
                 "HabitFlowGRPCProtos", "HabitFlowHabits", "HabitFlowHabitsProtos", "HabitFlowPostgres", "HabitFlowRPC",
                 "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceAPI", "HabitFlowServiceKit", logging,
                 swiftProtobuf,
-            ],
-            path: "Tests/HabitsTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "GoalsTests",
+            ]),
+        testTarget(
+            "GoalsTests",
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowEvents",
                 "HabitFlowGRPCProtos", "HabitFlowGoals", "HabitFlowGoalsProtos", "HabitFlowHabits",
                 "HabitFlowHabitsProtos", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient",
                 "HabitFlowRPCServer", "HabitFlowServiceAPI", "HabitFlowServiceKit", logging, swiftProtobuf,
-            ],
-            path: "Tests/GoalsTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "SocialTests",
+            ]),
+        testTarget(
+            "SocialTests",
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowEvents",
                 "HabitFlowGRPCProtos", "HabitFlowSocial", "HabitFlowSocialProtos", "HabitFlowHabits",
                 "HabitFlowHabitsProtos", "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowGoals", "HabitFlowGoalsProtos",
                 "HabitFlowPostgres", "HabitFlowRPC",
                 "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceKit", logging, swiftProtobuf,
-            ],
-            path: "Tests/SocialTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "CodegenTests",
-            dependencies: ["GRPCInteropTesting", "HabitFlowRPC", nioCore, swiftProtobuf],
-            path: "Tests/CodegenTests",
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "LoadTests",
+            ]),
+        testTarget(
+            "CodegenTests",
+            dependencies: ["GRPCInteropTesting", "HabitFlowRPC", nioCore, swiftProtobuf]),
+        testTarget(
+            "LoadTests",
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowLoad", "GRPCInteropTesting",
                 "HabitFlowAuth", "HabitFlowGateway", "HabitFlowHabits", "HabitFlowHabitsProtos", "HabitFlowPostgres",
                 "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceKit",
                 "HabitFlowTestSupport", logging, swiftProtobuf,
-            ],
-            path: "Tests/LoadTests",
-            swiftSettings: swiftSettings
-        ),
+            ]),
     ]
 )
