@@ -50,8 +50,8 @@ let toolProducts = [
     "HabitFlowArchive", "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowBase64", "HabitFlowCalendar",
     "HabitFlowCompression", "HabitFlowCrypto", "HabitFlowGatewayProtos", "HabitFlowGoals", "HabitFlowGoalsProtos",
     "HabitFlowHabits", "HabitFlowHabitsProtos", "HabitFlowSocial", "HabitFlowSocialProtos", "HabitFlowHTTP2",
-    "HabitFlowInternalCredential", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
-    "HabitFlowServiceAPI", "HabitFlowServiceKit", "HabitFlowTokens",
+    "HabitFlowInternalCredential", "HabitFlowLocking", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient",
+    "HabitFlowRPCServer", "HabitFlowServiceAPI", "HabitFlowServiceKit", "HabitFlowTokens",
 ]
 
 /// A test target of `Tests/<name>`, with the package's Swift settings.
@@ -112,6 +112,12 @@ let package = Package(
 
         // MARK: Safe Swift layers over the C libraries
 
+        // A value behind a lock that ThreadSanitizer can see: what every layer uses instead of a bare Mutex.
+        .target(
+            name: "HabitFlowLocking",
+            path: "Shared/Locking",
+            swiftSettings: swiftSettings
+        ),
         // Base64 and base64url, the one codec every layer uses (gRPC metadata, JOSE, page tokens).
         .target(
             name: "HabitFlowBase64",
@@ -148,12 +154,15 @@ let package = Package(
         // Calendar dates, ISO weeks and users' time zones: what "today" and "this week" mean for a user.
         .target(
             name: "HabitFlowCalendar",
+            dependencies: ["HabitFlowLocking"],
             path: "Shared/Calendar",
             swiftSettings: swiftSettings
         ),
         .target(
             name: "HabitFlowPostgres",
-            dependencies: ["CLibPQ", "HabitFlowCalendar", "HabitFlowCrypto", nioCore, nioPosix, logging],
+            dependencies: [
+                "HabitFlowLocking", "CLibPQ", "HabitFlowCalendar", "HabitFlowCrypto", nioCore, nioPosix, logging,
+            ],
             path: "Shared/Postgres/Core",
             swiftSettings: swiftSettings
         ),
@@ -167,8 +176,8 @@ let package = Package(
         .target(
             name: "HabitFlowOutbox",
             dependencies: [
-                "HabitFlowPostgres", "HabitFlowCalendar", "HabitFlowEvents", "HabitFlowCrypto", "HabitFlowRPC", logging,
-                swiftProtobuf,
+                "HabitFlowLocking", "HabitFlowPostgres", "HabitFlowCalendar", "HabitFlowEvents", "HabitFlowCrypto",
+                "HabitFlowRPC", logging, swiftProtobuf,
             ],
             path: "Shared/Postgres/Outbox",
             swiftSettings: swiftSettings
@@ -207,7 +216,7 @@ let package = Package(
         ),
         .target(
             name: "HabitFlowRPC",
-            dependencies: ["HabitFlowBase64", "HabitFlowGRPCProtos", nioCore, swiftProtobuf],
+            dependencies: ["HabitFlowLocking", "HabitFlowBase64", "HabitFlowGRPCProtos", nioCore, swiftProtobuf],
             path: "Shared/RPC/Core",
             swiftSettings: swiftSettings
         ),
@@ -223,8 +232,8 @@ let package = Package(
         .target(
             name: "HabitFlowRPCServer",
             dependencies: [
-                "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowHTTP2", "HabitFlowTLS",
-                "HabitFlowCompression", nioCore, nioPosix, logging, swiftProtobuf,
+                "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowHTTP2",
+                "HabitFlowTLS", "HabitFlowCompression", nioCore, nioPosix, logging, swiftProtobuf,
             ],
             path: "Shared/RPC/Server",
             swiftSettings: swiftSettings
@@ -233,8 +242,8 @@ let package = Package(
         .target(
             name: "HabitFlowRPCClient",
             dependencies: [
-                "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowHTTP2", "HabitFlowTLS",
-                "HabitFlowCompression", nioCore, nioPosix, logging, swiftProtobuf,
+                "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowHTTP2",
+                "HabitFlowTLS", "HabitFlowCompression", nioCore, nioPosix, logging, swiftProtobuf,
             ],
             path: "Shared/RPC/Client",
             swiftSettings: swiftSettings
@@ -242,7 +251,9 @@ let package = Package(
 
         .target(
             name: "HabitFlowRPCSideServices",
-            dependencies: ["HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCSideServiceProtos", swiftProtobuf],
+            dependencies: [
+                "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCSideServiceProtos", swiftProtobuf,
+            ],
             path: "Shared/RPC/SideServices",
             swiftSettings: swiftSettings
         ),
@@ -250,7 +261,7 @@ let package = Package(
         // The internal credential: how services know a call comes from another HabitFlow process, and for which user.
         .target(
             name: "HabitFlowInternalCredential",
-            dependencies: ["HabitFlowCrypto", "HabitFlowRPC"],
+            dependencies: ["HabitFlowLocking", "HabitFlowCrypto", "HabitFlowRPC"],
             path: "Shared/InternalCredential",
             swiftSettings: swiftSettings
         ),
@@ -268,9 +279,10 @@ let package = Package(
         .target(
             name: "HabitFlowServiceKit",
             dependencies: [
-                "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowEvents",
-                "HabitFlowGRPCSideServiceProtos", "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
-                "HabitFlowRPCSideServices", logging, nioCore, nioHTTP1, nioPosix, prometheus, serviceLifecycle,
+                "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowCrypto",
+                "HabitFlowEvents", "HabitFlowGRPCSideServiceProtos", "HabitFlowOutbox", "HabitFlowPostgres",
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowRPCSideServices", logging,
+                nioCore, nioHTTP1, nioPosix, prometheus, serviceLifecycle,
             ],
             path: "Shared/Service",
             swiftSettings: swiftSettings
@@ -283,9 +295,10 @@ let package = Package(
         .target(
             name: "HabitFlowAuth",
             dependencies: [
-                "HabitFlowServiceAPI", "HabitFlowInternalCredential", "HabitFlowBase64", "HabitFlowAuthProtos",
-                "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowOutbox", "HabitFlowPostgres",
-                "HabitFlowRPC", "HabitFlowServiceKit", "HabitFlowTokens", logging, nioCore, nioPosix, swiftProtobuf,
+                "HabitFlowLocking", "HabitFlowServiceAPI", "HabitFlowInternalCredential", "HabitFlowBase64",
+                "HabitFlowAuthProtos", "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowOutbox",
+                "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowServiceKit", "HabitFlowTokens", logging, nioCore,
+                nioPosix, swiftProtobuf,
             ],
             path: "Services/Auth/Sources",
             swiftSettings: swiftSettings
@@ -295,9 +308,9 @@ let package = Package(
         .target(
             name: "HabitFlowHabits",
             dependencies: [
-                "HabitFlowInternalCredential", "HabitFlowServiceAPI", "HabitFlowCalendar", "HabitFlowCrypto",
-                "HabitFlowEvents", "HabitFlowHabitsProtos", "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC",
-                "HabitFlowServiceKit", logging, swiftProtobuf,
+                "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowServiceAPI", "HabitFlowCalendar",
+                "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowHabitsProtos", "HabitFlowOutbox", "HabitFlowPostgres",
+                "HabitFlowRPC", "HabitFlowServiceKit", logging, swiftProtobuf,
             ],
             path: "Services/Habits/Sources",
             swiftSettings: swiftSettings
@@ -308,10 +321,10 @@ let package = Package(
         .target(
             name: "HabitFlowGoals",
             dependencies: [
-                "HabitFlowInternalCredential", "HabitFlowServiceAPI", "HabitFlowCalendar", "HabitFlowCrypto",
-                "HabitFlowEvents", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowOutbox",
-                "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit", "HabitFlowSocialProtos",
-                logging, swiftProtobuf,
+                "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowServiceAPI", "HabitFlowCalendar",
+                "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos",
+                "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit",
+                "HabitFlowSocialProtos", logging, swiftProtobuf,
             ],
             path: "Services/Goals/Sources",
             swiftSettings: swiftSettings
@@ -337,11 +350,11 @@ let package = Package(
         .target(
             name: "HabitFlowGateway",
             dependencies: [
-                "HabitFlowInternalCredential", "HabitFlowArchive", "HabitFlowAuthProtos", "HabitFlowCalendar",
-                "HabitFlowCrypto", "HabitFlowGRPCSideServiceProtos", "HabitFlowGatewayProtos", "HabitFlowGoalsProtos",
-                "HabitFlowHabitsProtos", "HabitFlowSocialProtos", "HabitFlowPublicAPI", "HabitFlowRPC",
-                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowRPCSideServices", "HabitFlowServiceKit",
-                "HabitFlowTLS", "HabitFlowTokens", logging, prometheus,
+                "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowArchive", "HabitFlowAuthProtos",
+                "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowGRPCSideServiceProtos", "HabitFlowGatewayProtos",
+                "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowSocialProtos", "HabitFlowPublicAPI",
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowRPCSideServices",
+                "HabitFlowServiceKit", "HabitFlowTLS", "HabitFlowTokens", logging, prometheus,
             ],
             path: "Services/Gateway/Sources",
             swiftSettings: swiftSettings
@@ -369,9 +382,9 @@ let package = Package(
         .target(
             name: "HabitFlowSDK",
             dependencies: [
-                "HabitFlowAuthProtos", "HabitFlowPublicAPI", "HabitFlowGatewayProtos", "HabitFlowGoalsProtos",
-                "HabitFlowHabitsProtos", "HabitFlowSocialProtos", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowTLS",
-                logging, nioCore, swiftProtobuf,
+                "HabitFlowLocking", "HabitFlowAuthProtos", "HabitFlowPublicAPI", "HabitFlowGatewayProtos",
+                "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowSocialProtos", "HabitFlowRPC",
+                "HabitFlowRPCClient", "HabitFlowTLS", logging, nioCore, swiftProtobuf,
             ],
             path: "Shared/SDK",
             swiftSettings: swiftSettings
@@ -414,9 +427,9 @@ let package = Package(
         .target(
             name: "HabitFlowLoad",
             dependencies: [
-                "GRPCInteropTesting", "HabitFlowAuthProtos", "HabitFlowCrypto", "HabitFlowGatewayProtos",
-                "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowInternalCredential",
-                argumentParser, histogram, logging, swiftProtobuf,
+                "HabitFlowLocking", "GRPCInteropTesting", "HabitFlowAuthProtos", "HabitFlowCrypto",
+                "HabitFlowGatewayProtos", "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient",
+                "HabitFlowInternalCredential", argumentParser, histogram, logging, swiftProtobuf,
             ],
             path: "Tools/Load/Sources",
             swiftSettings: swiftSettings
@@ -434,8 +447,8 @@ let package = Package(
         .target(
             name: "HabitFlowTestSupport",
             dependencies: [
-                "HabitFlowCalendar", "HabitFlowGRPCProtos", "HabitFlowInternalCredential", "HabitFlowRPC",
-                "HabitFlowRPCClient", "HabitFlowRPCServer", logging,
+                "HabitFlowLocking", "HabitFlowCalendar", "HabitFlowGRPCProtos", "HabitFlowInternalCredential",
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", logging,
             ],
             path: "Tests/Support",
             swiftSettings: swiftSettings
@@ -446,17 +459,20 @@ let package = Package(
             dependencies: ["HabitFlowHTTP2", nioCore]),
         testTarget(
             "RPCCoreTests",
-            dependencies: ["HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowCompression", nioCore]),
+            dependencies: [
+                "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowCompression",
+                nioCore,
+            ]),
         testTarget(
             "RPCServerTests",
             dependencies: [
-                "HabitFlowBase64", "HabitFlowRPC", "HabitFlowRPCServer", "HabitFlowHTTP2", "HabitFlowGRPCProtos",
-                nioCore, nioPosix, logging, swiftProtobuf,
+                "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowRPCServer", "HabitFlowHTTP2",
+                "HabitFlowGRPCProtos", nioCore, nioPosix, logging, swiftProtobuf,
             ]),
         testTarget(
             "RPCClientTests",
             dependencies: [
-                "GRPCInteropTesting", "HabitFlowTestSupport", "HabitFlowGRPCProtos", "HabitFlowRPC",
+                "HabitFlowLocking", "GRPCInteropTesting", "HabitFlowTestSupport", "HabitFlowGRPCProtos", "HabitFlowRPC",
                 "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowTLS", nioCore, nioPosix, logging, swiftProtobuf,
             ]),
         testTarget(
@@ -476,8 +492,8 @@ let package = Package(
         testTarget(
             "TokensTests",
             dependencies: [
-                "HabitFlowBase64", "HabitFlowTokens", "HabitFlowCrypto", "HabitFlowTLS", "HabitFlowTestSupport",
-                nioCore, nioPosix, nioHTTP1,
+                "HabitFlowLocking", "HabitFlowBase64", "HabitFlowTokens", "HabitFlowCrypto", "HabitFlowTLS",
+                "HabitFlowTestSupport", nioCore, nioPosix, nioHTTP1,
             ]),
         testTarget(
             "PostgresTests",
@@ -498,10 +514,10 @@ let package = Package(
         testTarget(
             "AuthTests",
             dependencies: [
-                "HabitFlowServiceAPI", "HabitFlowInternalCredential", "HabitFlowBase64", "HabitFlowAuth",
-                "HabitFlowAuthProtos", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowPostgres", "HabitFlowRPC",
-                "HabitFlowRPCClient", "HabitFlowServiceKit", "HabitFlowTestSupport", "HabitFlowTokens", logging,
-                nioCore, nioPosix, swiftProtobuf,
+                "HabitFlowLocking", "HabitFlowServiceAPI", "HabitFlowInternalCredential", "HabitFlowBase64",
+                "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowPostgres",
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit", "HabitFlowTestSupport", "HabitFlowTokens",
+                logging, nioCore, nioPosix, swiftProtobuf,
             ]),
         // Starts auth, habits, goals and the gateway in-process on free ports, against the test Postgres.
         .target(
@@ -517,25 +533,26 @@ let package = Package(
         testTarget(
             "GatewayTests",
             dependencies: [
-                "HabitFlowInternalCredential", "HabitFlowAuthProtos", "HabitFlowCrypto", "HabitFlowGRPCProtos",
-                "HabitFlowGRPCSideServiceProtos", "HabitFlowGateway", "HabitFlowGatewayProtos", "HabitFlowGoalsProtos",
-                "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit",
-                "HabitFlowStackTestSupport", "HabitFlowTestSupport", "HabitFlowTokens", logging, prometheus,
-                swiftProtobuf,
+                "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowAuthProtos", "HabitFlowCrypto",
+                "HabitFlowGRPCProtos", "HabitFlowGRPCSideServiceProtos", "HabitFlowGateway", "HabitFlowGatewayProtos",
+                "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient",
+                "HabitFlowServiceKit", "HabitFlowStackTestSupport", "HabitFlowTestSupport", "HabitFlowTokens", logging,
+                prometheus, swiftProtobuf,
             ]),
         testTarget(
             "SDKTests",
             dependencies: [
-                "HabitFlowArchive", "HabitFlowAuthProtos", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowRPC",
-                "HabitFlowSDK", "HabitFlowStackTestSupport", "HabitFlowTestSupport",
+                "HabitFlowLocking", "HabitFlowArchive", "HabitFlowAuthProtos", "HabitFlowGoalsProtos",
+                "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowSDK", "HabitFlowStackTestSupport",
+                "HabitFlowTestSupport",
             ]),
         testTarget(
             "HabitsTests",
             dependencies: [
-                "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowEvents",
-                "HabitFlowGRPCProtos", "HabitFlowHabits", "HabitFlowHabitsProtos", "HabitFlowPostgres", "HabitFlowRPC",
-                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceAPI", "HabitFlowServiceKit", logging,
-                swiftProtobuf,
+                "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowTestSupport",
+                "HabitFlowEvents", "HabitFlowGRPCProtos", "HabitFlowHabits", "HabitFlowHabitsProtos",
+                "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceAPI",
+                "HabitFlowServiceKit", logging, swiftProtobuf,
             ]),
         testTarget(
             "GoalsTests",
@@ -560,9 +577,9 @@ let package = Package(
         testTarget(
             "LoadTests",
             dependencies: [
-                "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowLoad", "GRPCInteropTesting",
-                "HabitFlowAuth", "HabitFlowGateway", "HabitFlowHabits", "HabitFlowHabitsProtos", "HabitFlowPostgres",
-                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceKit",
+                "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowLoad",
+                "GRPCInteropTesting", "HabitFlowAuth", "HabitFlowGateway", "HabitFlowHabits", "HabitFlowHabitsProtos",
+                "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowServiceKit",
                 "HabitFlowTestSupport", logging, swiftProtobuf,
             ]),
     ]

@@ -1,5 +1,5 @@
 public import Foundation
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// The current instant and what it means in a user's time zone: their today and current ISO week.
 ///
@@ -64,7 +64,7 @@ public struct UserTimeZone: Sendable, Hashable {
 final class ZoneCache: Sendable {
     static let shared = ZoneCache()
 
-    private let calendars = Mutex<[String: Calendar]>([:])
+    private let calendars = Locked<[String: Calendar]>([:])
 
     func calendar(named name: String) -> Calendar? {
         if let calendar = calendars.withLock({ $0[name] }) { return calendar }

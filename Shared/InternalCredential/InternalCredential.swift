@@ -1,7 +1,7 @@
 public import Foundation
 internal import HabitFlowCrypto
+internal import HabitFlowLocking
 public import HabitFlowRPC
-internal import Synchronization
 
 /// Who is calling a service, as the internal credential vouches for it: the calling process and, for calls made on a
 /// user's behalf, the user (with the session and client address the gateway saw).
@@ -184,7 +184,7 @@ final class SignatureCache: Sendable {
         }
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let capacity: Int
 
     init(capacity: Int = 4096) {

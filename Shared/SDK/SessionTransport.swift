@@ -1,11 +1,11 @@
 internal import Foundation
 internal import HabitFlowAuthProtos
+internal import HabitFlowLocking
 internal import HabitFlowPublicAPI
 internal import HabitFlowRPC
 internal import HabitFlowRPCClient
 internal import NIOCore
 internal import SwiftProtobuf
-internal import Synchronization
 
 /// The transport the SDK's typed clients run on: a gateway channel plus the session. Every call gets a deadline (the
 /// configured default when it has none) and, unless it is one of the calls that sign in, the access token; an
@@ -118,7 +118,7 @@ final class SessionCallStream: ClientCallStream {
     private let options: CallOptions
     private let singleRequest: ByteBuffer?
     private let authenticated: Bool
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State {
         var stream: any ClientCallStream
@@ -136,7 +136,7 @@ final class SessionCallStream: ClientCallStream {
         self.options = options
         self.singleRequest = singleRequest
         self.authenticated = authenticated
-        self.state = Mutex(State(stream: stream, accessToken: accessToken))
+        self.state = Locked(State(stream: stream, accessToken: accessToken))
     }
 
     private var stream: any ClientCallStream { state.withLock { $0.stream } }

@@ -1,6 +1,6 @@
 public import Foundation
 internal import HabitFlowAuthProtos
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// The tokens of a signed-in session, as the SDK keeps them (`Codable`, for an app's keychain).
 public struct StoredTokens: Sendable, Hashable, Codable {
@@ -42,10 +42,10 @@ public protocol TokenStore: Sendable {
 
 /// Keeps the tokens in memory (they are gone when the process ends).
 public final class InMemoryTokenStore: TokenStore {
-    private let tokens: Mutex<StoredTokens?>
+    private let tokens: Locked<StoredTokens?>
 
     public init(_ tokens: StoredTokens? = nil) {
-        self.tokens = Mutex(tokens)
+        self.tokens = Locked(tokens)
     }
 
     public func load() async -> StoredTokens? { tokens.withLock { $0 } }

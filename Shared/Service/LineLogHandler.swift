@@ -1,6 +1,6 @@
 internal import Dispatch
+internal import HabitFlowLocking
 public import Logging
-internal import Synchronization
 
 #if canImport(Glibc)
 @preconcurrency internal import Glibc
@@ -245,7 +245,7 @@ final class LineOutput: Sendable {
     /// In nanoseconds, as ``monotonicNanoseconds()`` counts.
     private let batchingDelay: UInt64?
     private let idleFlushDelay: DispatchTimeInterval
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private static let maximumPendingBytes = 64 * 1024
     let clock = LogTimestampClock()
 
@@ -326,7 +326,7 @@ final class LineOutput: Sendable {
 
 /// `StreamLogHandler`'s timestamp (`%Y-%m-%dT%H:%M:%S%z`, local time), formatted once per second.
 final class LogTimestampClock: Sendable {
-    private let cache = Mutex<(second: Int, text: String)>((-1, ""))
+    private let cache = Locked<(second: Int, text: String)>((-1, ""))
 
     func timestamp() -> String {
         let now = time(nil)

@@ -11,7 +11,7 @@ public import ServiceLifecycle
 public import HabitFlowRPCSideServices
 public import Logging
 public import Prometheus
-internal import Synchronization
+internal import HabitFlowLocking
 internal import HabitFlowCrypto
 
 /// What makes one service: its name (schema, role, migrations folder), its API descriptors for reflection, the
@@ -162,7 +162,7 @@ public struct ServiceRuntime: Sendable {
 }
 
 private final class ServiceChannels: Sendable {
-    private let channels = Mutex<[String: RPCChannel]>([:])
+    private let channels = Locked<[String: RPCChannel]>([:])
 
     func channel(to service: String, make: () throws -> RPCChannel) throws -> RPCChannel {
         try channels.withLock { channels in
@@ -184,7 +184,7 @@ private final class ServiceChannels: Sendable {
 
 /// Tasks and shutdown hooks services register through ``ServiceRuntime``.
 private final class BackgroundWork: Sendable {
-    private let state = Mutex<(tasks: [Task<Void, Never>], hooks: [@Sendable () async -> Void])>(([], []))
+    private let state = Locked<(tasks: [Task<Void, Never>], hooks: [@Sendable () async -> Void])>(([], []))
 
     func start(_ body: @escaping @Sendable () async -> Void) {
         let task = Task { await body() }
@@ -218,7 +218,7 @@ public final class ServiceHost: Service, Sendable {
     private let metricsEndpoint: MetricsEndpoint?
     private let relay: Task<Void, Never>?
     /// The shutdown in progress, once one has begun: ``run()`` and ``shutdown()`` share it.
-    private let stopping = Mutex<Task<Void, Never>?>(nil)
+    private let stopping = Locked<Task<Void, Never>?>(nil)
 
     /// The RPC port (the real one when configured with port 0).
     public var port: Int { server.localAddress?.port ?? runtime.configuration.port }

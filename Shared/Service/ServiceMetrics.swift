@@ -1,10 +1,10 @@
 internal import Foundation
+internal import HabitFlowLocking
 public import HabitFlowRPC
 internal import NIOCore
 internal import NIOHTTP1
 internal import NIOPosix
 public import Prometheus
-internal import Synchronization
 
 /// Prometheus metrics of one process: every RPC it serves by method and status code, with a latency histogram,
 /// exposed as `GET /metrics` (text exposition format) on its own HTTP/1.1 port (DESIGN.md section 5).
@@ -34,7 +34,7 @@ public struct RPCMetricsInterceptor: ServerInterceptor {
     /// label strings and takes its lock on every call, which showed up in profiles of the gateway.
     private let series = SeriesCache()
     private final class SeriesCache: Sendable {
-        let entries = Mutex<[SeriesKey: Series]>([:])
+        let entries = Locked<[SeriesKey: Series]>([:])
     }
     private struct SeriesKey: Hashable {
         var path: String

@@ -1,10 +1,10 @@
 import Foundation
 import HabitFlowCrypto
+import HabitFlowLocking
 import HabitFlowPostgres
 import HabitFlowServiceAPI
 import HabitFlowTestSupport
 import Logging
-import Synchronization
 import Testing
 
 @testable import HabitFlowAuth
@@ -94,7 +94,7 @@ extension AuthServiceTests {
         final class FlakyTransport: MailTransport {
             let failing: String
             let next: any MailTransport
-            let failures = Mutex(0)
+            let failures = Locked(0)
             init(failing: String, next: any MailTransport) {
                 self.failing = failing
                 self.next = next

@@ -8,7 +8,7 @@ import HabitFlowTestSupport
 import Logging
 import Prometheus
 import HabitFlowTokens
-import Synchronization
+import HabitFlowLocking
 import Testing
 
 /// The gateway's parts on their own: caches, limits, metadata shaping, configuration.
@@ -234,7 +234,7 @@ import Testing
                 deadline: nil, peer: "ipv4:198.51.100.7:40000")
         }
         let first = call("request-1", token: token)
-        let seenByHandler = Mutex<GatewayCallInfo?>(nil)
+        let seenByHandler = Locked<GatewayCallInfo?>(nil)
         try await interceptors.run(context: first) { seenByHandler.withLock { $0 = GatewayCallInfo.current } }
         #expect(first.initialMetadata["x-request-id"] == "request-1")
         #expect(seenByHandler.withLock { $0 }?.caller == AuthenticatedCaller(userID: user, sessionID: "s"))

@@ -13,7 +13,7 @@ import HabitFlowServiceKit
 import HabitFlowTestSupport
 import Logging
 import SwiftProtobuf
-import Synchronization
+import HabitFlowLocking
 import Testing
 
 typealias Habit = Habitflow_Habits_V1_Habit
@@ -31,7 +31,7 @@ let testLogger: Logger = {
 
 /// Stands in for the goals service: records the events the habits outbox relay delivers.
 final class EventRecorder: Habitflow_Events_V1_EventSubscriber.Handler {
-    private let received = Mutex<[Habitflow_Events_V1_EventEnvelope]>([])
+    private let received = Locked<[Habitflow_Events_V1_EventEnvelope]>([])
 
     var events: [Habitflow_Events_V1_EventEnvelope] { received.withLock { $0 } }
 

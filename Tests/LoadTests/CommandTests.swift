@@ -1,19 +1,19 @@
 import Foundation
 import GRPCInteropTesting
 import HabitFlowLoad
+import HabitFlowLocking
 import HabitFlowRPC
 import HabitFlowRPCClient
 import HabitFlowRPCServer
 import Logging
 import SwiftProtobuf
-import Synchronization
 import Testing
 
 let quietLogger = Logger(label: "load-tests", factory: { _ in SwiftLogNoOpLogHandler() })
 
 /// What the command wrote to standard output and standard error.
 final class CapturedOutput: Sendable {
-    private let lines = Mutex<(standard: [String], diagnostics: [String])>(([], []))
+    private let lines = Locked<(standard: [String], diagnostics: [String])>(([], []))
 
     var output: LoadOutput {
         LoadOutput(

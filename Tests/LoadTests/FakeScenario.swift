@@ -1,6 +1,6 @@
 import HabitFlowLoad
+import HabitFlowLocking
 import HabitFlowRPC
-import Synchronization
 
 /// A scenario without a network: connections are numbers, and the operation does what the test says (sleep, fail,
 /// stall), so the engine's pacing and bookkeeping can be checked exactly.
@@ -30,7 +30,7 @@ final class FakeScenario: LoadScenario, Sendable {
     let defaultMix = OperationMix.fixed(["read": 1, "write": 1])
     let behaviour: @Sendable (Int) -> Behaviour
     let failingConnection: Int?
-    let state = Mutex(State())
+    let state = Locked(State())
 
     init(failingConnection: Int? = nil, behaviour: @escaping @Sendable (Int) -> Behaviour = { _ in .succeed(after: .zero) }) {
         self.failingConnection = failingConnection

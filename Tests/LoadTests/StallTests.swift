@@ -1,9 +1,9 @@
 import HabitFlowLoad
+import HabitFlowLocking
 import HabitFlowRPC
 import HabitFlowRPCClient
 import HabitFlowRPCServer
 import SwiftProtobuf
-import Synchronization
 import Testing
 
 /// A service whose `Call` answers at once, except call number `stallingCall`, which takes a second.
@@ -13,7 +13,7 @@ struct StallService: RPCService {
     let calls = SharedCalls()
 
     final class SharedCalls: Sendable {
-        let count = Mutex(0)
+        let count = Locked(0)
         func next() -> Int { count.withLock { $0 += 1; return $0 } }
     }
 

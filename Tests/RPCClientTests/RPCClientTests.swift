@@ -7,7 +7,7 @@ import HabitFlowRPCClient
 import HabitFlowRPCServer
 import HabitFlowTLS
 import SwiftProtobuf
-import Synchronization
+import HabitFlowLocking
 import Testing
 
 /// Our client against our server, over loopback. Serialized: the memory test reads the process's RSS.
@@ -101,7 +101,7 @@ struct RPCClientTests {
 
     @Test func metadataBinaryMetadataAndInterceptors() async throws {
         let server = try await startServer()
-        let finished = Mutex<[String]>([])
+        let finished = Locked<[String]>([])
         let channel = try makeChannel(
             ports: [server.port],
             interceptors: [
@@ -426,16 +426,16 @@ struct RPCClientTests {
         // Warm up: pools, caches and the allocator's arenas reach their working size.
         for _ in 0..<1_000 { _ = try await client.unaryCall(request) }
         try await concurrentRound()
-        let baseline = residentMemoryBytes()
+        let baseline = heldMemoryBytes()
 
         for _ in 0..<10_000 { _ = try await client.unaryCall(request) }
-        let afterSequential = residentMemoryBytes()
+        let afterSequential = heldMemoryBytes()
         for _ in 0..<3 { try await concurrentRound() }
-        let afterConcurrent = residentMemoryBytes()
+        let afterConcurrent = heldMemoryBytes()
 
         // Bound: 24 MiB over the warmed-up baseline, covering both the client's and the in-process server's side.
         let bound = 24 << 20
-        print("RSS baseline \(baseline >> 20) MiB, after 10,000 sequential \(afterSequential >> 20) MiB,"
+        print("\(heldMemoryKind): baseline \(baseline >> 20) MiB, after 10,000 sequential \(afterSequential >> 20) MiB,"
             + " after 3 x 1,000 concurrent \(afterConcurrent >> 20) MiB (bound +\(bound >> 20) MiB)")
         #expect(afterSequential - baseline < bound)
         #expect(afterConcurrent - baseline < bound)

@@ -1,6 +1,7 @@
 import Foundation
 import GRPCInteropTesting
 import HabitFlowGRPCProtos
+import HabitFlowLocking
 import HabitFlowRPC
 import HabitFlowRPCClient
 import HabitFlowRPCServer
@@ -8,16 +9,15 @@ import HabitFlowTLS
 import Logging
 import NIOCore
 import SwiftProtobuf
-import Synchronization
 import Testing
 
 let quietLogger = Logger(label: "rpc-client-tests", factory: { _ in SwiftLogNoOpLogHandler() })
 
 /// What the probe handlers saw, for assertions about the server side.
 final class ServerProbe: Sendable {
-    private let entries = Mutex<[String]>([])
-    private let counters = Mutex<[String: Int]>([:])
-    private let durations = Mutex<[Duration]>([])
+    private let entries = Locked<[String]>([])
+    private let counters = Locked<[String: Int]>([:])
+    private let durations = Locked<[Duration]>([])
 
     func record(_ entry: String) { entries.withLock { $0.append(entry) } }
     var recorded: [String] { entries.withLock { $0 } }
@@ -141,6 +141,32 @@ func residentMemoryBytes() -> Int {
     let kilobytes = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
     return kilobytes * 1024
 }
+
+/// The memory this process holds for its data: the resident set size, or under AddressSanitizer (`scripts/sanitize
+/// address` builds with `-D HABITFLOW_ASAN`) the bytes its allocator has handed out and not taken back. The resident
+/// set there would count the sanitizer's quarantine of freed blocks (up to 256 MiB by default), not what the code keeps.
+func heldMemoryBytes() -> Int {
+    #if HABITFLOW_ASAN
+    addressSanitizerAllocatedBytes()
+    #else
+    residentMemoryBytes()
+    #endif
+}
+
+/// What `heldMemoryBytes` measures in this build, for printed figures.
+let heldMemoryKind: String = {
+    #if HABITFLOW_ASAN
+    "allocated bytes (AddressSanitizer)"
+    #else
+    "RSS"
+    #endif
+}()
+
+#if HABITFLOW_ASAN
+// compiler-rt's allocator interface (sanitizer/allocator_interface.h); the runtime is linked into sanitized builds.
+@_silgen_name("__sanitizer_get_current_allocated_bytes")
+private func addressSanitizerAllocatedBytes() -> Int
+#endif
 
 /// An `AsyncSequence` of requests fed by the test, for bidirectional ping-pong.
 func requestStream<Element: Sendable>(

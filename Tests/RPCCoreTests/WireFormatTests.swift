@@ -1,8 +1,8 @@
 import HabitFlowBase64
 import HabitFlowCompression
+import HabitFlowLocking
 import HabitFlowRPC
 import NIOCore
-import Synchronization
 import Testing
 
 @Suite("gRPC wire formats")
@@ -79,7 +79,7 @@ struct InterceptorOrderTests {
     }
 
     final class Log: Sendable {
-        private let storage = Mutex<[String]>([])
+        private let storage = Locked<[String]>([])
         var entries: [String] { storage.withLock { $0 } }
         func append(_ entry: String) { storage.withLock { $0.append(entry) } }
     }

@@ -7,14 +7,14 @@ import Logging
 import NIOCore
 import NIOPosix
 import SwiftProtobuf
-import Synchronization
+import HabitFlowLocking
 import Testing
 import Foundation
 
 /// What the handlers under test saw, for assertions about the server side.
 final class Probe: Sendable {
-    private let entries = Mutex<[String]>([])
-    private let counter = Mutex(0)
+    private let entries = Locked<[String]>([])
+    private let counter = Locked(0)
 
     func record(_ entry: String) { entries.withLock { $0.append(entry) } }
     var recorded: [String] { entries.withLock { $0 } }

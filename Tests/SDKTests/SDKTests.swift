@@ -3,19 +3,19 @@ import HabitFlowArchive
 import HabitFlowAuthProtos
 import HabitFlowGoalsProtos
 import HabitFlowHabitsProtos
+import HabitFlowLocking
 import HabitFlowRPC
 import HabitFlowSDK
 import HabitFlowStackTestSupport
 import HabitFlowTestSupport
-import Synchronization
 import Testing
 
 /// A token store that counts how often the SDK saved tokens: once per sign-in, once per refresh.
 final class CountingTokenStore: TokenStore {
-    private let state: Mutex<(tokens: StoredTokens?, saves: Int)>
+    private let state: Locked<(tokens: StoredTokens?, saves: Int)>
 
     init(_ tokens: StoredTokens? = nil) {
-        state = Mutex((tokens, 0))
+        state = Locked((tokens, 0))
     }
 
     var saves: Int { state.withLock { $0.saves } }

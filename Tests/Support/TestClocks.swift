@@ -1,7 +1,7 @@
 public import Foundation
 public import HabitFlowCalendar
 internal import HabitFlowInternalCredential
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// "Now" per test user: the service reads the time through a ``UserClock`` that looks up the user of the call being
 /// served, so tests running in parallel on one host each put their own user on a week boundary or in a DST week.
@@ -9,7 +9,7 @@ internal import Synchronization
 public final class TestClocks: Sendable {
     public init() {}
 
-    private let times = Mutex<[UUID: Date]>([:])
+    private let times = Locked<[UUID: Date]>([:])
 
     public func set(_ instant: Date, for userID: UUID) { times.withLock { $0[userID] = instant } }
 

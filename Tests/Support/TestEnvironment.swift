@@ -1,5 +1,5 @@
 internal import Foundation
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// What scripts/test sets up for the tests: the test Postgres (superuser and one role per service) and the SQL folder.
 public enum TestEnvironment {
@@ -41,10 +41,10 @@ public func eventually(timeout: Duration = .seconds(10), _ condition: () async t
     return try await condition()
 }
 
-/// A value shared between tasks (a `Mutex` cannot be captured by a task's closure itself).
+/// A value shared between tasks (a `Locked` cannot be captured by a task's closure itself).
 public final class Shared<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    public init(_ value: Value) { mutex = Mutex(value) }
+    private let mutex: Locked<Value>
+    public init(_ value: Value) { mutex = Locked(value) }
     public var value: Value {
         get { mutex.withLock { $0 } }
         set { mutex.withLock { $0 = newValue } }

@@ -1,12 +1,12 @@
 import Foundation
 import HabitFlowCrypto
+import HabitFlowLocking
 import HabitFlowTLS
 import HabitFlowTestSupport
 import HabitFlowTokens
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Synchronization
 import Testing
 
 /// An HTTPS server on a loopback port (NIO, our TLS handler, the test CA's certificate) serving a key set that a test
@@ -17,7 +17,7 @@ final class KeySetServer: Sendable {
         var requests: [String] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let channel: any Channel
 
     var port: Int { channel.localAddress?.port ?? 0 }
@@ -46,7 +46,7 @@ final class KeySetServer: Sendable {
             configuration: .server(
                 certificateChain: .file(certificate.certificatePath), privateKey: .file(certificate.privateKeyPath)
             ) { $0.applicationProtocols = ["http/1.1"] })
-        let box = Mutex<KeySetServer?>(nil)
+        let box = Locked<KeySetServer?>(nil)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in

@@ -56,9 +56,9 @@ let package = Package(
             dependencies: [
                 habitFlow("HabitFlowAuth"), habitFlow("HabitFlowAuthProtos"), habitFlow("HabitFlowGatewayProtos"),
                 habitFlow("HabitFlowGoals"), habitFlow("HabitFlowGoalsProtos"), habitFlow("HabitFlowHabits"),
-                habitFlow("HabitFlowHabitsProtos"), habitFlow("HabitFlowPostgres"), habitFlow("HabitFlowRPC"),
-                habitFlow("HabitFlowServiceAPI"), habitFlow("HabitFlowServiceKit"), habitFlow("HabitFlowSocial"),
-                habitFlow("HabitFlowSocialProtos"), logging, nioCore, swiftProtobuf,
+                habitFlow("HabitFlowHabitsProtos"), habitFlow("HabitFlowLocking"), habitFlow("HabitFlowPostgres"),
+                habitFlow("HabitFlowRPC"), habitFlow("HabitFlowServiceAPI"), habitFlow("HabitFlowServiceKit"),
+                habitFlow("HabitFlowSocial"), habitFlow("HabitFlowSocialProtos"), logging, nioCore, swiftProtobuf,
             ]),
         // Access tokens and OIDC ID tokens: parsing, key sets, and verification of tokens signed by the harness.
         fuzzTarget(

@@ -1,7 +1,7 @@
 internal import Foundation
 internal import HabitFlowRPC
 internal import HabitFlowTokens
-internal import Synchronization
+internal import HabitFlowLocking
 internal import HabitFlowCrypto
 
 /// The signed-in user a client call acts for: what the access token says, after the gateway checked it.
@@ -128,7 +128,7 @@ final class VerifiedTokens: Sendable {
 
     private let lifetime: TimeInterval
     private let capacity: Int
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = Locked<[String: Entry]>([:])
 
     init(lifetime: Duration, capacity: Int = 50_000) {
         self.lifetime = lifetime.timeInterval
@@ -176,7 +176,7 @@ final class AccessTokenKeys: Sendable {
     private let fetch: Fetch
     private let refreshInterval: Duration
     private let minimumRefetchInterval: Duration
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(refreshInterval: Duration, minimumRefetchInterval: Duration = .seconds(5), fetch: @escaping Fetch) {
         self.fetch = fetch
@@ -260,7 +260,7 @@ final class SessionChecker: Sendable {
     private let checkInterval: Duration
     private let grace: Duration
     private let maximumEntries: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(checkInterval: Duration, grace: Duration, maximumEntries: Int = 100_000, check: @escaping Check) {
         self.check = check

@@ -4,7 +4,7 @@ internal import HabitFlowRPC
 internal import Logging
 internal import Prometheus
 internal import HabitFlowServiceKit
-internal import Synchronization
+internal import HabitFlowLocking
 internal import HabitFlowCrypto
 
 /// What the gateway knows about the client call it is serving, bound around the rest of the call (the handler:
@@ -64,7 +64,7 @@ struct GatewayCallInfo: Sendable {
 /// A request id only has to be unique, not secret (a client may send any id it likes): OpenSSL's generator cost every
 /// such call a `getpid` (its fork check) and a DRBG round, about 2% of the gateway's CPU per forwarded call.
 final class RequestIDGenerator: Sendable {
-    private let state: Mutex<(UInt64, UInt64, UInt64, UInt64)>
+    private let state: Locked<(UInt64, UInt64, UInt64, UInt64)>
 
     init() {
         var words = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
@@ -75,7 +75,7 @@ final class RequestIDGenerator: Sendable {
             }
             words = (seed[0], seed[1], seed[2], seed[3])
         }
-        state = Mutex(words)
+        state = Locked(words)
     }
 
     func next() -> UUID {

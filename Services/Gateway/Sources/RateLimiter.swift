@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// Token buckets by key (a client address, an account): each key may make `burst` calls at once and
 /// `perSecond` on average. A refused call learns how long until a token is back.
@@ -18,7 +18,7 @@ final class RateLimiter<Key: Hashable & Sendable>: Sendable {
 
     private let limit: GatewayConfiguration.RateLimit
     private let sweepThreshold: Int
-    private let buckets = Mutex<[Key: Bucket]>([:])
+    private let buckets = Locked<[Key: Bucket]>([:])
 
     init(limit: GatewayConfiguration.RateLimit, sweepThreshold: Int = 10_000) {
         self.limit = limit

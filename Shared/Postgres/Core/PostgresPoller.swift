@@ -1,5 +1,6 @@
 internal import CLibPQ
 internal import Foundation
+internal import HabitFlowLocking
 internal import NIOCore
 internal import Synchronization
 
@@ -106,8 +107,8 @@ final class PostgresPoller: Sendable {
     private let epoll: Int32
     /// An eventfd in the epoll set: written to wake the thread for jobs enqueued from other threads.
     private let wakeUp: Int32
-    private let sockets = Mutex(Sockets())
-    private let queue = Mutex(JobQueue())
+    private let sockets = Locked(Sockets())
+    private let queue = Locked(JobQueue())
     /// The thread's `pthread_self()`, 0 until it runs: tells whether a caller runs on this poller's thread.
     private let threadID = Atomic<UInt>(0)
 

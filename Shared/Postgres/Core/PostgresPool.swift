@@ -1,7 +1,7 @@
 public import Logging
 internal import HabitFlowCrypto
 internal import NIOPosix
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// A bounded pool of Postgres connections with an async API.
 ///
@@ -47,14 +47,14 @@ public final class PostgresPool: PostgresQueryable, Sendable {
     public let configuration: Configuration
     let logger: Logger
     private let threads: NIOThreadPool
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     public init(configuration: Configuration, logger: Logger) {
         precondition(configuration.maximumConnections > 0, "a pool needs at least one connection")
         self.configuration = configuration
         self.logger = logger
         self.threads = NIOThreadPool(numberOfThreads: configuration.maximumConnections)
-        self.state = Mutex(State(maximumConnections: configuration.maximumConnections))
+        self.state = Locked(State(maximumConnections: configuration.maximumConnections))
         threads.start()
     }
 

@@ -4,7 +4,7 @@ public import HabitFlowPostgres
 public import Logging
 internal import HabitFlowCrypto
 internal import SwiftProtobuf
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// Delivers a service's outbox to its subscribers: at least once, in order per aggregate and subscriber, each
 /// subscriber on its own, retrying failed deliveries with a capped exponential backoff.
@@ -417,7 +417,7 @@ final class Wakeup: Sendable {
         var firedID: Int?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func signal() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in

@@ -1,6 +1,6 @@
+internal import HabitFlowLocking
 internal import HabitFlowRPC
 internal import NIOCore
-internal import Synchronization
 
 /// One call as its caller sees it: one or more attempts (streams), retried when the policy allows, and the
 /// interceptors told once when it ends.
@@ -11,7 +11,7 @@ final class ClientCall: ClientCallStream {
     private let details: ClientCallDetails
     private let request: ClientRequest
     private let started = ContinuousClock.now
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var attempt: ClientStreamTransport?

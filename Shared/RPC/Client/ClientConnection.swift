@@ -1,9 +1,9 @@
+internal import HabitFlowLocking
 internal import HabitFlowRPC
 internal import HabitFlowTLS
 internal import Logging
 internal import NIOCore
 internal import NIOPosix
-internal import Synchronization
 
 /// One HTTP/2 connection to a target, as the rest of the channel sees it (thread-safe).
 final class ClientConnection: Sendable {
@@ -106,10 +106,10 @@ final class ClientConnectionState: Sendable {
         var onUnusable: (@Sendable (ObjectIdentifier) -> Void)?
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(onUnusable: @escaping @Sendable (ObjectIdentifier) -> Void) {
-        state = Mutex(State(onUnusable: onUnusable))
+        state = Locked(State(onUnusable: onUnusable))
     }
 
     var acceptsCalls: Bool { state.withLock { !$0.goingAway && !$0.closed } }
@@ -138,10 +138,10 @@ final class ClientConnectionState: Sendable {
 
 /// The keepalive interval of a channel: doubled each time a server answers `too_many_pings` (gRFC A8).
 final class KeepaliveInterval: Sendable {
-    private let interval: Mutex<Duration>
+    private let interval: Locked<Duration>
 
     init(_ interval: Duration) {
-        self.interval = Mutex(interval)
+        self.interval = Locked(interval)
     }
 
     var current: Duration { interval.withLock { $0 } }

@@ -1,6 +1,6 @@
+internal import HabitFlowLocking
 internal import HabitFlowRPC
 internal import NIOCore
-internal import Synchronization
 
 /// How one attempt of a call ended.
 enum AttemptEnd: Sendable {
@@ -26,7 +26,7 @@ final class ClientStreamTransport: Sendable {
     let connection: NIOLoopBound<ClientConnectionHandler>
     let request: ClientRequest
     private let lowWatermark: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Where the parts go instead of the queue, for a call forwarded on the event loop (see
     /// ``RPCChannel/forwardOnCurrentEventLoop(_:options:request:to:)``).
     private let receiver: ForwardedReceiver?

@@ -1,3 +1,4 @@
+internal import HabitFlowLocking
 public import HabitFlowRPC
 internal import HabitFlowTLS
 public import Logging
@@ -232,10 +233,10 @@ private final class ConnectionRace: Sendable {
         var finished = false
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(count: Int) {
-        state = Mutex(State(remaining: count))
+        state = Locked(State(remaining: count))
     }
 
     func begin(_ continuation: CheckedContinuation<ClientConnection, any Error>) {

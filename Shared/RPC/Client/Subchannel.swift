@@ -1,8 +1,8 @@
+internal import HabitFlowLocking
 internal import HabitFlowRPC
 internal import HabitFlowTLS
 internal import Logging
 internal import NIOCore
-internal import Synchronization
 
 /// One connection slot to one target: connects on demand, reconnects with exponential backoff after failures, and
 /// goes idle when its connection is lost or told to go away (the next call connects anew).
@@ -13,7 +13,7 @@ final class Subchannel: Sendable {
     private let keepaliveInterval: KeepaliveInterval
     let eventLoop: any EventLoop
     private let logger: Logger
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private enum Phase {
         case idle
@@ -178,12 +178,12 @@ final class Subchannel: Sendable {
 final class RetryThrottle: Sendable {
     private let maxTokens: Double
     private let tokenRatio: Double
-    private let tokens: Mutex<Double>
+    private let tokens: Locked<Double>
 
     init(maxTokens: Double, tokenRatio: Double) {
         self.maxTokens = maxTokens
         self.tokenRatio = tokenRatio
-        self.tokens = Mutex(maxTokens)
+        self.tokens = Locked(maxTokens)
     }
 
     /// Records a failed attempt; true when a retry is still within budget.

@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// Names one RPC method: `/service/method` on the wire.
 public struct MethodDescriptor: Sendable, Hashable, CustomStringConvertible {
@@ -48,7 +48,7 @@ public final class ServerContext: Sendable {
         var lastRequestCompressed = false
     }
 
-    private let state = Mutex(ResponseState())
+    private let state = Locked(ResponseState())
 
     public init(method: MethodDescriptor, requestMetadata: Metadata, deadline: ContinuousClock.Instant?, peer: String) {
         self.method = method

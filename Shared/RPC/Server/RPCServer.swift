@@ -1,9 +1,9 @@
+internal import HabitFlowLocking
 public import HabitFlowRPC
 internal import HabitFlowTLS
 public import Logging
 public import NIOCore
 public import NIOPosix
-internal import Synchronization
 
 /// The routing table of a server: every method of every registered service by `:path`, and the interceptors.
 struct RPCRouter: Sendable {
@@ -24,7 +24,7 @@ public final class RPCServer: Sendable {
     private let router: RPCRouter
     private let group: any EventLoopGroup
     private let logger: Logger
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         var listener: (any Channel)?

@@ -1,6 +1,6 @@
+internal import HabitFlowLocking
 internal import HabitFlowRPC
 internal import NIOCore
-internal import Synchronization
 
 /// The handler's side of one stream: request messages queued by the connection, responses handed back to it.
 ///
@@ -10,7 +10,7 @@ final class ServerStreamTransport: ServerCallTransport {
     let streamID: Int32
     let connection: NIOLoopBound<ServerConnectionHandler>
     private let lowWatermark: Int
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State {
         var messages = CircularBuffer<ReceivedMessage>(initialCapacity: 1)
@@ -25,7 +25,7 @@ final class ServerStreamTransport: ServerCallTransport {
         self.streamID = streamID
         self.connection = connection
         self.lowWatermark = max(requestQueueHighWatermark / 2, 1)
-        self.state = Mutex(State())
+        self.state = Locked(State())
     }
 
     // MARK: Called by the connection, on its event loop

@@ -1,6 +1,6 @@
 public import HabitFlowGRPCSideServiceProtos
+internal import HabitFlowLocking
 public import HabitFlowRPC
-internal import Synchronization
 
 /// The serving status of a server and of each of its services, as reported by ``HealthService``.
 ///
@@ -14,7 +14,7 @@ public final class HealthStatusRegistry: Sendable {
         var nextWatcherID = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

@@ -10,7 +10,7 @@ import HabitFlowServiceKit
 import HabitFlowTestSupport
 import HabitFlowTokens
 import Logging
-import Synchronization
+import HabitFlowLocking
 import Testing
 
 @testable import HabitFlowAuth
@@ -29,8 +29,8 @@ let testLogger: Logger = {
 
 /// A clock tests move by hand. Starts at the real time.
 final class ManualClock: AuthClock {
-    private let current: Mutex<Date>
-    init(_ start: Date = Date()) { current = Mutex(start) }
+    private let current: Locked<Date>
+    init(_ start: Date = Date()) { current = Locked(start) }
     func now() -> Date { current.withLock { $0 } }
     func advance(by duration: Duration) { current.withLock { $0 = $0.addingTimeInterval(duration.timeInterval) } }
     func advance(seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }

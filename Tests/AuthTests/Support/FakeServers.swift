@@ -1,11 +1,11 @@
 import Foundation
 import HabitFlowEvents
+import HabitFlowLocking
 import HabitFlowRPC
 import HabitFlowServiceKit
 import HabitFlowTestSupport
 import NIOCore
 import NIOPosix
-import Synchronization
 
 @testable import HabitFlowAuth
 
@@ -37,10 +37,10 @@ final class FakeSMTPServer: Sendable {
     private let state: SMTPState
 
     fileprivate final class SMTPState: Sendable {
-        let received = Mutex<[Received]>([])
-        let behavior: Mutex<Behavior>
-        let connections = Mutex(0)
-        init(_ behavior: Behavior) { self.behavior = Mutex(behavior) }
+        let received = Locked<[Received]>([])
+        let behavior: Locked<Behavior>
+        let connections = Locked(0)
+        init(_ behavior: Behavior) { self.behavior = Locked(behavior) }
     }
 
     private init(port: Int, server: any Channel, state: SMTPState) {

@@ -8,6 +8,7 @@ internal import HabitFlowGoals
 internal import HabitFlowGoalsProtos
 internal import HabitFlowHabits
 internal import HabitFlowHabitsProtos
+internal import HabitFlowLocking
 internal import HabitFlowPostgres
 internal import HabitFlowRPC
 internal import HabitFlowServiceAPI
@@ -17,7 +18,6 @@ internal import HabitFlowSocialProtos
 internal import Logging
 internal import NIOCore
 internal import SwiftProtobuf
-internal import Synchronization
 
 // Every public request message, decoded and validated by the code that serves it: the methods of the public
 // services of auth, habits, goals and social exactly as their `ServiceDefinition`s build them, called the way the
@@ -56,7 +56,7 @@ private let methods: [ServerMethod] = {
         AuthServiceDefinition.make(settings: authSettings), HabitsServiceDefinition.make(),
         GoalsServiceDefinition.make(), SocialServiceDefinition.make(),
     ]
-    let services = Mutex<[any RPCService]>([])
+    let services = Locked<[any RPCService]>([])
     let done = DispatchSemaphore(value: 0)
     Task {
         for definition in definitions {
@@ -116,7 +116,7 @@ private func call(_ method: ServerMethod, _ payload: [UInt8]) {
     let context = ServerContext(
         method: method.descriptor, requestMetadata: [:], deadline: nil, peer: "ipv4:192.0.2.1:50000")
     let transport = OneRequestTransport(payload)
-    let outcome = Mutex<Result<Void, any Error>?>(nil)
+    let outcome = Locked<Result<Void, any Error>?>(nil)
     let done = DispatchSemaphore(value: 0)
     // Runs here until the handler first suspends; nearly every call ends before it does.
     Task.immediate {
@@ -142,10 +142,10 @@ private func call(_ method: ServerMethod, _ payload: [UInt8]) {
 
 /// One request message, then the end of the request stream; responses are dropped.
 private final class OneRequestTransport: ServerCallTransport {
-    private let request: Mutex<ReceivedMessage?>
+    private let request: Locked<ReceivedMessage?>
 
     init(_ payload: [UInt8]) {
-        request = Mutex(ReceivedMessage(payload: ByteBuffer(bytes: payload), wasCompressed: false))
+        request = Locked(ReceivedMessage(payload: ByteBuffer(bytes: payload), wasCompressed: false))
     }
 
     func nextRequest() async throws -> ReceivedMessage? {

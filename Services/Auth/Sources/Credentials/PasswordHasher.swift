@@ -1,7 +1,7 @@
 internal import HabitFlowCrypto
+internal import HabitFlowLocking
 internal import NIOCore
 internal import NIOPosix
-internal import Synchronization
 
 #if canImport(Glibc)
 internal import Glibc
@@ -21,7 +21,7 @@ public final class PasswordHasher: Sendable {
     private let threads: NIOThreadPool
     /// A hash of a random password at `cost`, verified against when there is no real hash to check (unknown
     /// account, account without a password) so that such answers take as long as a wrong password.
-    private let dummyHash = Mutex<String?>(nil)
+    private let dummyHash = Locked<String?>(nil)
 
     /// - Parameters:
     ///   - cost: default 12, the production cost; tests may lower it to save time.

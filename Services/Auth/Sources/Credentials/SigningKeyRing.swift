@@ -3,7 +3,7 @@ internal import Foundation
 internal import HabitFlowCrypto
 internal import HabitFlowTokens
 internal import Logging
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// The access-token signing keys (`signing_keys`, shared by every replica): opened, cached, and rotated as
 /// ``KeyRotationPolicy`` says.
@@ -15,7 +15,7 @@ final class SigningKeyRing: Sendable {
     private let settings: AuthSettings
     private let logger: Logger
     /// Keys as last read, and when; re-read at most every ``cacheLifetime``.
-    private let cache = Mutex<(keys: [StoredSigningKey], loadedAt: ContinuousClock.Instant)?>(nil)
+    private let cache = Locked<(keys: [StoredSigningKey], loadedAt: ContinuousClock.Instant)?>(nil)
     private let cacheLifetime: Duration = .seconds(30)
 
     init(store: AuthStore, settings: AuthSettings, logger: Logger) {

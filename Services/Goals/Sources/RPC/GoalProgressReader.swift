@@ -4,7 +4,7 @@ internal import HabitFlowGoalsProtos
 internal import HabitFlowRPC
 internal import HabitFlowServiceKit
 internal import HabitFlowServiceAPI
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// A user's live goals with their derived progress and status, as of one day, and what they were derived from.
 struct GoalsSnapshot: Sendable {
@@ -101,9 +101,9 @@ final class GoalProgressReader: Sendable {
     let store: GoalsStore
     let habits: HabitsSource
     let clock: UserClock
-    private let snapshots: Mutex<BoundedMap<UUID, GoalsSnapshot>>
+    private let snapshots: Locked<BoundedMap<UUID, GoalsSnapshot>>
     /// Per user, the list answers built from their current snapshot, in wire form.
-    private let lists: Mutex<BoundedMap<UUID, CachedLists>>
+    private let lists: Locked<BoundedMap<UUID, CachedLists>>
 
     /// ListGoals answers of one snapshot, by request.
     private struct CachedLists: Sendable {
@@ -116,8 +116,8 @@ final class GoalProgressReader: Sendable {
         self.store = store
         self.habits = habits
         self.clock = clock
-        snapshots = Mutex(BoundedMap(capacity: capacity))
-        lists = Mutex(BoundedMap(capacity: capacity))
+        snapshots = Locked(BoundedMap(capacity: capacity))
+        lists = Locked(BoundedMap(capacity: capacity))
     }
 
     /// The answer to the list request `key` from `snapshot`: the one built earlier from the same snapshot (already

@@ -5,7 +5,7 @@ internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import HabitFlowServiceKit
 internal import SwiftProtobuf
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// Week views per user, served again while the user's version (stored zone and change-sequence value) is the one
 /// they were read at.
@@ -26,10 +26,10 @@ public final class WeekViewCache: Sendable {
         var view: Habitflow_Habits_V1_WeekView
     }
 
-    private let entries: Mutex<BoundedMap<UUID, Entry>>
+    private let entries: Locked<BoundedMap<UUID, Entry>>
 
     public init(capacity: Int = defaultCapacity) {
-        entries = Mutex(BoundedMap(capacity: capacity))
+        entries = Locked(BoundedMap(capacity: capacity))
     }
 
     public var capacity: Int { entries.withLock { $0.capacity } }
@@ -78,10 +78,10 @@ final class WeeklyScoreCache: Sendable {
         var score: Habitflow_Habits_V1_UserWeeklyScore
     }
 
-    private let entries: Mutex<BoundedMap<UUID, Entry>>
+    private let entries: Locked<BoundedMap<UUID, Entry>>
 
     init(capacity: Int = defaultCapacity) {
-        entries = Mutex(BoundedMap(capacity: capacity))
+        entries = Locked(BoundedMap(capacity: capacity))
     }
 
     /// The user's score of `week` if it was stored under `version`.
@@ -104,10 +104,10 @@ final class WeeklyScoreCache: Sendable {
 final class UserZoneHints: Sendable {
     static let defaultCapacity = 65_536
 
-    private let zoneNames: Mutex<BoundedMap<UUID, String>>
+    private let zoneNames: Locked<BoundedMap<UUID, String>>
 
     init(capacity: Int = defaultCapacity) {
-        zoneNames = Mutex(BoundedMap(capacity: capacity))
+        zoneNames = Locked(BoundedMap(capacity: capacity))
     }
 
     func zoneName(of userID: UUID) -> String? { zoneNames.withLock { $0[userID] } }

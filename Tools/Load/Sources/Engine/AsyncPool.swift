@@ -1,4 +1,4 @@
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// A pool of values handed out first-come, first-served: ``take()`` suspends while the pool is empty.
 ///
@@ -14,10 +14,10 @@ final class AsyncPool<Element: Sendable>: Sendable {
         var waiters = FIFO<CheckedContinuation<Element, Never>>()
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(_ elements: [Element]) {
-        state = Mutex(State(available: FIFO(elements)))
+        state = Locked(State(available: FIFO(elements)))
     }
 
     /// A value from the pool; waits for one to be put back when the pool is empty.

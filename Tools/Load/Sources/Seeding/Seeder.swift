@@ -3,7 +3,7 @@ internal import Foundation
 internal import HabitFlowHabitsProtos
 internal import HabitFlowRPC
 internal import HabitFlowRPCClient
-internal import Synchronization
+internal import HabitFlowLocking
 internal import HabitFlowCrypto
 
 /// How the seeder writes entries.
@@ -329,7 +329,7 @@ public struct Seeder: Sendable {
 
 /// Failed calls by status code, counted from many tasks.
 final class FailureCounts: Sendable {
-    private let state = Mutex<[String: Int]>([:])
+    private let state = Locked<[String: Int]>([:])
 
     func add(_ code: String, count: Int = 1) { state.withLock { $0[code, default: 0] += count } }
     var counts: [String: Int] { state.withLock { $0 } }
@@ -389,7 +389,7 @@ final class EntryCursor: Sendable {
     }
 
     private let plan: SeedPlan
-    private let position = Mutex<Job>(Job(user: 0, habit: 0, daysAgo: 0))
+    private let position = Locked<Job>(Job(user: 0, habit: 0, daysAgo: 0))
 
     init(plan: SeedPlan) { self.plan = plan }
 

@@ -1,5 +1,5 @@
 public import Foundation
-internal import Synchronization
+internal import HabitFlowLocking
 
 /// A record of every call a run made, one tab-separated line each, for checking afterwards what the server was told
 /// and what it acknowledged (`habitflow-load run --ledger FILE`; `scripts/faults` reads it).
@@ -54,7 +54,7 @@ public final class LoadLedger: Sendable {
         var buffer: [UInt8] = []
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     public let path: String
 
     /// Creates (or truncates) the file at `path`.
@@ -64,7 +64,7 @@ public final class LoadLedger: Sendable {
         }
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         self.path = path
-        self.state = Mutex(State(handle: handle))
+        self.state = Locked(State(handle: handle))
     }
 
     public func record(_ line: Line) {

@@ -1,5 +1,5 @@
+internal import HabitFlowLocking
 internal import Histogram
-internal import Synchronization
 
 /// Latency histograms in microseconds, 3 significant digits, up to an hour (longer values count as an hour).
 typealias LatencyHistogram = Histogram<UInt64>
@@ -94,10 +94,10 @@ final class LoadRecorder: Sendable {
         var lastMeasuredCompletion: ContinuousClock.Instant?
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(operationCount: Int, start: ContinuousClock.Instant) {
-        state = Mutex(State(operations: Array(repeating: OperationTally(), count: operationCount), intervalStart: start))
+        state = Locked(State(operations: Array(repeating: OperationTally(), count: operationCount), intervalStart: start))
     }
 
     func recordSuccess(
