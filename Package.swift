@@ -22,6 +22,7 @@ let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
 let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
 let nioPosix: Target.Dependency = .product(name: "NIOPosix", package: "swift-nio")
 let nioHTTP1: Target.Dependency = .product(name: "NIOHTTP1", package: "swift-nio")
+let nioEmbedded: Target.Dependency = .product(name: "NIOEmbedded", package: "swift-nio")
 let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
 let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
@@ -467,13 +468,14 @@ let package = Package(
             "RPCServerTests",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowRPCServer", "HabitFlowHTTP2",
-                "HabitFlowGRPCProtos", nioCore, nioPosix, logging, swiftProtobuf,
+                "HabitFlowGRPCProtos", nioCore, nioEmbedded, nioPosix, logging, swiftProtobuf,
             ]),
         testTarget(
             "RPCClientTests",
             dependencies: [
                 "HabitFlowLocking", "GRPCInteropTesting", "HabitFlowTestSupport", "HabitFlowGRPCProtos", "HabitFlowRPC",
-                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowTLS", nioCore, nioPosix, logging, swiftProtobuf,
+                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowTLS", nioCore, nioEmbedded, nioPosix, logging,
+                swiftProtobuf,
             ]),
         testTarget(
             "ServiceAPITests",

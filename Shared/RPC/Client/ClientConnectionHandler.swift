@@ -23,6 +23,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private let keepaliveInterval: KeepaliveInterval
 
     private var session: HTTP2Session?
+    /// From `handlerAdded` to `handlerRemoved` only: the context holds this handler, so keeping it longer would keep
+    /// both, and everything the handler holds, alive after the connection closed.
     private var context: ChannelHandlerContext?
     private var streams: [Int32: ClientStream] = [:]
 
@@ -68,6 +70,12 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         if context.channel.isActive { start(context: context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        // A connection that never became active (refused, timed out) gets no channelInactive.
+        readyPromise.fail(configuration.unavailable("\(target) closed the connection before HTTP/2 was set up"))
     }
 
     func channelActive(context: ChannelHandlerContext) {

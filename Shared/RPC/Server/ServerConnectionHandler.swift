@@ -27,7 +27,11 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     var logger: Logger
     let taskExecutor: (any TaskExecutor)?
 
+    /// The channel's event loop, where this handler lives.
+    let eventLoop: any EventLoop
     var session: HTTP2Session?
+    /// From `handlerAdded` to `handlerRemoved` only: the context holds this handler, so keeping it longer would keep
+    /// both, and everything the handler holds, alive after the connection closed.
     var context: ChannelHandlerContext?
     var streams: [Int32: ServerStream] = [:]
     /// Calls opened in the current batch of events, whose handlers start when the batch is done.
@@ -71,6 +75,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         self.router = router
         self.configuration = configuration
         self.logger = logger
+        self.eventLoop = eventLoop
         self.outputEnabled = configuration.tls == nil
         switch configuration.handlerExecution {
         case .eventLoop: self.taskExecutor = EventLoopTaskExecutor(eventLoop: eventLoop)
@@ -79,7 +84,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     }
 
     var loopBound: NIOLoopBound<ServerConnectionHandler> {
-        NIOLoopBound(self, eventLoop: context!.eventLoop)
+        NIOLoopBound(self, eventLoop: eventLoop)
     }
 
     // MARK: Channel events
@@ -87,6 +92,10 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         if context.channel.isActive { start(context: context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
