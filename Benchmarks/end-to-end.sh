@@ -2,15 +2,19 @@
 # End-to-end benchmark (prints figures; not a test): the stack in release mode on a throwaway Postgres, seeded with
 # five years of history through the RPCs, then habitflow-load's mixed scenario open-loop at several rates through the
 # gateway, and a connection-scale step holding many HTTP/2 connections at a low rate. Per step: achieved rate,
-# p50/p99/p99.9, errors, and each process's CPU and peak RSS (from /proc), the driver's CPU too.
+# p50/p99/p99.9, errors, and each process's CPU (% of a core and µs per request) and peak RSS (from /proc), the
+# driver's CPU too; with perf installed, each process's system calls and context switches per request.
 #
 #   Benchmarks/end-to-end.sh                       # the issue's plan (about 20 minutes after the build, half seeding)
 #   Benchmarks/end-to-end.sh --no-build --rates "250 500" --duration 10 --seed-days 28 --scale-connections 2000
 #
 # Options (defaults in brackets): --rates "250 500 1000 2000"  --duration 30 (s per step)  --warm-up 5
 #   --users 1000 (connected users, one connection each)  --seed-users 1000  --seed-habits 15  --seed-days 1825
-#   --scale-connections 10000  --scale-rate 200  --json FILE (every step's habitflow-load result, one file)
+#   --scale-connections 10000 (0: no scale step)  --scale-rate 200  --json FILE (every step's habitflow-load result)
 #   --no-build (use what .build-release holds)
+#   --mixed-connections "1000" (the mixed steps run at each rate on each of these connection counts)
+#   --kinds "mark-done week-view ..."  --kind-rate 500 (then one step per operation of the mix alone, at that rate on
+#   --users connections: the CPU per request of each kind)
 #
 # The seed step signs the accounts up through auth and creates their habits through the public API, then imports
 # their entries in batches through habits' internal ImportEntries (about 16.4 million for the defaults); it prints
@@ -29,6 +33,9 @@ seed_habits=15
 seed_days=1825
 scale_connections=10000
 scale_rate=200
+mixed_connections=""
+kinds=""
+kind_rate=500
 json_out=""
 build=true
 while (($#)); do
@@ -42,9 +49,12 @@ while (($#)); do
         --seed-days) seed_days=$2; shift 2 ;;
         --scale-connections) scale_connections=$2; shift 2 ;;
         --scale-rate) scale_rate=$2; shift 2 ;;
+        --mixed-connections) mixed_connections=$2; shift 2 ;;
+        --kinds) kinds=$2; shift 2 ;;
+        --kind-rate) kind_rate=$2; shift 2 ;;
         --json) json_out=$2; shift 2 ;;
         --no-build) build=false; shift ;;
-        -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "end-to-end: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -163,6 +173,18 @@ run_step() { # name, then habitflow-load run arguments
         before+=("$(cpu_ticks "$(pid_of "$process")")")
         reset_peak_rss "$(pid_of "$process")"
     done
+    # System calls and context switches (wake-ups) of each process during the step, when perf is there.
+    local perf_pids=()
+    if command -v perf >/dev/null; then
+        for process in "${processes[@]}"; do
+            local pid targets
+            pid=$(pid_of "$process")
+            targets=$(echo "$pid" $(pgrep -P "$pid" || true) | tr ' ' ',')
+            perf stat -x, -e raw_syscalls:sys_enter,context-switches -p "$targets" -o "$workdir/$name.$process.perf" \
+                2>/dev/null &
+            perf_pids+=($!)
+        done
+    fi
     started=$(date +%s.%N)
     local status=0
     # The driver's own CPU (user and system seconds), from bash's `time`.
@@ -171,47 +193,88 @@ run_step() { # name, then habitflow-load run arguments
         >"$workdir/$name.txt" 2>"$workdir/$name.log"; } 2>"$workdir/$name.time" || status=$?
     local elapsed
     elapsed=$(awk -v end="$(date +%s.%N)" -v start="$started" 'BEGIN { print end - start }')
+    for pid in "${perf_pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+    for pid in "${perf_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     if ((status >= 2)); then
         echo "  $name: habitflow-load failed (exit $status):" >&2
         tail -5 "$workdir/$name.log" >&2
         return
     fi
-    local usage="" index=0
+    # One "process cpu-seconds peak-MiB" line per process, the driver's last, for the report below.
+    local usage="$workdir/$name.usage" index=0
+    : >"$usage"
     for process in "${processes[@]}"; do
         local pid ticks
         pid=$(pid_of "$process")
         ticks=$(($(cpu_ticks "$pid") - before[index]))
-        usage+=$(printf " %s %3.0f%% %4sMiB" "$process" \
-            "$(awk -v t="$ticks" -v hz="$ticks_per_second" -v s="$elapsed" 'BEGIN { print 100 * t / hz / s }')" \
-            "$(peak_rss_mib "$pid")")
+        echo "$process $(awk -v t="$ticks" -v hz="$ticks_per_second" 'BEGIN { print t / hz }') $(peak_rss_mib "$pid")" \
+            >>"$usage"
         index=$((index + 1))
     done
-    usage+=$(awk -v s="$elapsed" '{ printf " driver %3.0f%%", 100 * ($1 + $2) / s }' "$workdir/$name.time")
-    /usr/bin/python3 - "$workdir/$name.json" "$name" "$usage" <<'EOF'
-import json, sys
+    awk '{ print "driver", $1 + $2, "-" }' "$workdir/$name.time" >>"$usage"
+    /usr/bin/python3 - "$workdir/$name.json" "$name" "$usage" "$elapsed" "$workdir/$name" <<'EOF'
+import json, os, sys
 report = json.load(open(sys.argv[1]))
+elapsed = float(sys.argv[4])
+# Requests over the whole step (warm-up and connection setup included) at the achieved rate: CPU per request is
+# each process's CPU over the step divided by them (a step's setup makes it a little high).
+requests = report["ratePerSecond"] * elapsed
+columns = []
+for line in open(sys.argv[3]):
+    process, seconds, peak = line.split()
+    seconds = float(seconds)
+    column = f"{process} {100 * seconds / elapsed:3.0f}% {1e6 * seconds / requests:5.0f}µs/req"
+    if peak != "-":
+        column += f" {peak}MiB"
+    perf_file = f"{sys.argv[5]}.{process}.perf"
+    if os.path.exists(perf_file):
+        counts = {}
+        for row in open(perf_file):
+            fields = row.strip().split(",")
+            if len(fields) > 2 and fields[0].replace(".", "").isdigit():
+                counts[fields[2]] = float(fields[0])
+        if counts:
+            column += (f" {counts.get('raw_syscalls:sys_enter', 0) / requests:.1f}sys"
+                       f" {counts.get('context-switches', 0) / requests:.2f}cs")
+    columns.append(column)
+usage = "\n  " + " " * 18 + ("\n  " + " " * 18).join(columns)
 latency = report["latencyMs"]
 errors = ", ".join(f"{code} {count}" for code, count in sorted(report["errorsByCode"].items())) or "0"
 examples = {f"{op['name']} {code}: {text}" for op in report["operations"] for code, text in op["errorExamples"].items()}
 mark = next((op for op in report["operations"] if op["name"] == "mark-done"), None)
 mark_p99 = f"  mark-done p99 {mark['latencyMs']['p99']:.1f}ms" if mark else ""
 print(f"  {sys.argv[2]:<18} {report['ratePerSecond']:8.1f} req/s  p50 {latency['p50']:7.2f}ms  p99 {latency['p99']:8.2f}ms"
-      f"  p99.9 {latency['p999']:8.2f}ms  errors {errors}{mark_p99}\n  {'':<18}{sys.argv[3]}")
+      f"  p99.9 {latency['p999']:8.2f}ms  errors {errors}{mark_p99}{usage}")
 for example in sorted(examples):
     print(f"  {'':<18} e.g. {example}")
 EOF
     results+=("$workdir/$name.json")
 }
 
-log "mixed scenario, open loop, $users users on $users connections, ${duration}s per rate after ${warm_up}s warm-up"
-for rate in $rates; do
-    run_step "mixed-$rate" --scenario mixed --users "$users" --connections "$users" --rate "$rate" \
-        --duration "${duration}s" --warm-up "${warm_up}s"
+log "mixed scenario, open loop, $users users on ${mixed_connections:-$users} connections, ${duration}s per rate after ${warm_up}s warm-up"
+for connections in ${mixed_connections:-$users}; do
+    for rate in $rates; do
+        name="mixed-$rate"
+        [[ $connections == "$users" ]] || name+="-c$connections"
+        run_step "$name" --scenario mixed --users "$users" --connections "$connections" --rate "$rate" \
+            --duration "${duration}s" --warm-up "${warm_up}s"
+    done
 done
 
-log "connection scale: $scale_connections HTTP/2 connections at $scale_rate req/s"
-run_step "connections-$scale_connections" --scenario read-heavy --users "$users" --connections "$scale_connections" \
-    --rate "$scale_rate" --duration "${duration}s" --warm-up "${warm_up}s" --setup-concurrency 64
+if [[ -n $kinds ]]; then
+    log "each kind alone: $kind_rate req/s on $users connections"
+    for kind in $kinds; do
+        run_step "$kind" --scenario mixed --mix "$kind=1" --users "$users" --connections "$users" --rate "$kind_rate" \
+            --duration "${duration}s" --warm-up "${warm_up}s"
+    done
+fi
+
+if ((scale_connections > 0)); then
+    log "connection scale: $scale_connections HTTP/2 connections at $scale_rate req/s"
+    run_step "connections-$scale_connections" --scenario read-heavy --users "$users" \
+        --connections "$scale_connections" --rate "$scale_rate" --duration "${duration}s" --warm-up "${warm_up}s" \
+        --setup-concurrency 64
+fi
 
 if [[ -n "$json_out" ]]; then
     /usr/bin/python3 - "$json_out" "$workdir/seed.json" "${results[@]}" <<'EOF'

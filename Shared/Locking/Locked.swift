@@ -1,4 +1,4 @@
-import Synchronization
+public import Synchronization
 
 /// A value behind a lock: the standard library's `Mutex`, which ThreadSanitizer can also see.
 ///
@@ -6,19 +6,23 @@ import Synchronization
 /// threads' turns and reports every access inside `withLock` as a race. Built with `-D HABITFLOW_TSAN`
 /// (`scripts/sanitize thread` does), each turn also tells ThreadSanitizer it acquired and released this lock; other
 /// builds compile to the bare `Mutex`. Use this type instead of `Mutex` everywhere (`scripts/test` checks).
+///
+/// Inlinable, as `Mutex` is: callers in other modules get the lock specialized to their value, not a generic call.
 public struct Locked<Value: ~Copyable>: ~Copyable, Sendable {
-    private let mutex: Mutex<Value>
+    @usableFromInline let mutex: Mutex<Value>
     #if HABITFLOW_TSAN
     /// An object whose address names this lock to ThreadSanitizer (the mutex's own storage cannot be addressed
     /// without an access ThreadSanitizer checks before the lock is taken).
-    private let sanitizerIdentity = SanitizerIdentity()
+    @usableFromInline let sanitizerIdentity = SanitizerIdentity()
     #endif
 
+    @inlinable
     public init(_ initialValue: consuming sending Value) {
         mutex = Mutex(initialValue)
     }
 
     /// Runs `body` with the value while holding the lock, as `Mutex.withLock` does.
+    @inlinable
     public borrowing func withLock<Result: ~Copyable, Failure: Error>(
         _ body: (inout sending Value) throws(Failure) -> sending Result
     ) throws(Failure) -> sending Result {
@@ -34,13 +38,15 @@ public struct Locked<Value: ~Copyable>: ~Copyable, Sendable {
 }
 
 #if HABITFLOW_TSAN
-private final class SanitizerIdentity: Sendable {
-    var address: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+@usableFromInline
+final class SanitizerIdentity: Sendable {
+    @usableFromInline init() {}
+    @usableFromInline var address: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
 }
 
 // ThreadSanitizer's annotation interface (compiler-rt's tsan_interface.h); its runtime is linked into sanitized builds.
-@_silgen_name("__tsan_acquire")
-private func threadSanitizerAcquire(_ address: UnsafeMutableRawPointer)
-@_silgen_name("__tsan_release")
-private func threadSanitizerRelease(_ address: UnsafeMutableRawPointer)
+@usableFromInline @_silgen_name("__tsan_acquire")
+func threadSanitizerAcquire(_ address: UnsafeMutableRawPointer)
+@usableFromInline @_silgen_name("__tsan_release")
+func threadSanitizerRelease(_ address: UnsafeMutableRawPointer)
 #endif
