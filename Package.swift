@@ -449,7 +449,7 @@ let package = Package(
             name: "HabitFlowTestSupport",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowCalendar", "HabitFlowGRPCProtos", "HabitFlowInternalCredential",
-                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", logging,
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", logging, nioEmbedded,
             ],
             path: "Tests/Support",
             swiftSettings: swiftSettings
@@ -468,7 +468,7 @@ let package = Package(
             "RPCServerTests",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowRPCServer", "HabitFlowHTTP2",
-                "HabitFlowGRPCProtos", nioCore, nioEmbedded, nioPosix, logging, swiftProtobuf,
+                "HabitFlowGRPCProtos", "HabitFlowTestSupport", nioCore, nioEmbedded, nioPosix, logging, swiftProtobuf,
             ]),
         testTarget(
             "RPCClientTests",

@@ -1,5 +1,6 @@
 import HabitFlowRPC
 @testable import HabitFlowRPCClient
+import HabitFlowTestSupport
 import Logging
 import NIOCore
 import NIOEmbedded
@@ -11,11 +12,7 @@ import Testing
 struct ClientConnectionLifetimeTests {
     @Test("a closed connection frees its channel and everything its handler held")
     func closedConnectionIsFreed() throws {
-        weak var closedChannel: EmbeddedChannel?
-        weak var closedLoop: EmbeddedEventLoop?
-        try {
-            let loop = EmbeddedEventLoop()
-            let channel = EmbeddedChannel(loop: loop)
+        try expectFreedAfterClose { channel, loop in
             let target = RPCChannelConfiguration.Target(host: "127.0.0.1", port: 50_051)
             let ready = loop.makePromise(of: Void.self)
             try channel.pipeline.syncOperations.addHandler(
@@ -30,13 +27,6 @@ struct ClientConnectionLifetimeTests {
             try ready.futureResult.wait()
             let written = try channel.readOutbound(as: ByteBuffer.self)
             #expect(written != nil, "the client sent no preface")
-            _ = try channel.close().wait()
-            loop.run()
-            try loop.syncShutdownGracefully()
-            closedChannel = channel
-            closedLoop = loop
-        }()
-        #expect(closedChannel == nil, "the closed connection's channel is still alive")
-        #expect(closedLoop == nil, "the closed connection's handler still holds its event loop")
+        }
     }
 }

@@ -1,5 +1,6 @@
 import HabitFlowRPC
 import HabitFlowRPCServer
+import HabitFlowTestSupport
 import Logging
 import NIOCore
 import NIOEmbedded
@@ -15,11 +16,7 @@ struct ServerConnectionLifetimeTests {
         let server = RPCServer(
             configuration: RPCServerConfiguration(port: 0), services: [], group: EmbeddedEventLoop(),
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
-        weak var closedChannel: EmbeddedChannel?
-        weak var closedLoop: EmbeddedEventLoop?
-        try {
-            let loop = EmbeddedEventLoop()
-            let channel = EmbeddedChannel(loop: loop)
+        try expectFreedAfterClose { channel, loop in
             try server.serve(channel)
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 50_051)).wait()
             var bytes = ByteBuffer(string: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
@@ -29,14 +26,7 @@ struct ServerConnectionLifetimeTests {
             loop.run()
             let written = try channel.readOutbound(as: ByteBuffer.self)
             #expect(written != nil, "the server answered nothing")
-            _ = try channel.close().wait()
-            loop.run()
-            try loop.syncShutdownGracefully()
-            closedChannel = channel
-            closedLoop = loop
-        }()
-        #expect(closedChannel == nil, "the closed connection's channel is still alive")
-        #expect(closedLoop == nil, "the closed connection's handler still holds its event loop")
+        }
     }
 
     /// HEADERS (stream 1, END_STREAM | END_HEADERS) of a call to a method nobody serves, without HPACK indexing.
