@@ -251,7 +251,8 @@ EOF
     results+=("$workdir/$name.json")
 }
 
-log "mixed scenario, open loop, $users users on ${mixed_connections:-$users} connections, ${duration}s per rate after ${warm_up}s warm-up"
+log "mixed scenario, open loop, $users users on ${mixed_connections:-$users} connections," \
+    "${duration}s per rate after ${warm_up}s warm-up"
 for connections in ${mixed_connections:-$users}; do
     for rate in $rates; do
         name="mixed-$rate"
