@@ -10,7 +10,8 @@ internal import Synchronization
 ///
 /// The connection waits in `poll(2)` on its own thread (not the pool's, not the cooperative pool). After every
 /// (re)connection the stream yields ``Event/listening``: notifications sent while disconnected are lost, so a
-/// consumer should then look for work as if notified.
+/// consumer should then look for work as if notified. It also yields ``Event/listening`` when the consumer fell so far
+/// behind that the oldest buffered notifications were dropped.
 public final class PostgresNotificationListener: Sendable {
     public enum Event: Sendable, Hashable {
         /// Connected and listening (first time or after a reconnection).
@@ -82,7 +83,11 @@ public final class PostgresNotificationListener: Sendable {
             _ = current.waitForInput(timeoutMilliseconds: 250)
             do {
                 for notification in try current.receiveNotifications() {
-                    continuation.yield(.notification(notification))
+                    // The buffer keeps the newest events: a consumer that fell this far behind lost the oldest
+                    // ones, so it is told to look everywhere, as after a reconnection.
+                    if case .dropped = continuation.yield(.notification(notification)) {
+                        continuation.yield(.listening)
+                    }
                 }
             } catch {
                 logger.warning("notification listener lost its connection", metadata: ["error": "\(error)"])
