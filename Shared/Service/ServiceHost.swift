@@ -126,6 +126,17 @@ public struct ServiceRuntime: Sendable {
         background.addShutdownHook(body)
     }
 
+    /// Runs `body` when a graceful shutdown begins, before the server drains: for calls that never end by themselves
+    /// (long-lived streams such as change notices and watchers) to end now, with a status that tells the client to
+    /// reconnect, rather than be cut when the server's grace period runs out.
+    public func onDrain(_ body: @escaping @Sendable () -> Void) {
+        background.addDrainHook(body)
+    }
+
+    func drain() {
+        background.drain()
+    }
+
     func stopBackgroundWork() async {
         await background.stop()
     }
@@ -185,6 +196,15 @@ private final class ServiceChannels: Sendable {
 /// Tasks and shutdown hooks services register through ``ServiceRuntime``.
 private final class BackgroundWork: Sendable {
     private let state = Locked<(tasks: [Task<Void, Never>], hooks: [@Sendable () async -> Void])>(([], []))
+    private let drainHooks = Locked<[@Sendable () -> Void]>([])
+
+    func addDrainHook(_ body: @escaping @Sendable () -> Void) {
+        drainHooks.withLock { $0.append(body) }
+    }
+
+    func drain() {
+        for hook in drainHooks.withLock({ $0 }) { hook() }
+    }
 
     func start(_ body: @escaping @Sendable () async -> Void) {
         let task = Task { await body() }
@@ -281,9 +301,11 @@ public final class ServiceHost: Service, Sendable {
             interceptors: parts.interceptors ?? [
                 RPCMetricsInterceptor(registry: runtime.metrics),
                 ErrorMappingServerInterceptor(logger: runtime.logger),
-                // Events come from the services that publish them, never from the gateway.
+                // Events come from the services that publish them, never from the gateway; change notices go to
+                // the gateway's watchers, which sign as themselves (a forwarded client call is signed "gateway").
                 InternalCredentialServerInterceptor(
-                    credential: runtime.credential, serviceOnlyServices: [Habitflow_Events_V1_EventSubscriber.name]),
+                    credential: runtime.credential,
+                    serviceOnlyServices: [Habitflow_Events_V1_EventSubscriber.name, Habitflow_Events_V1_ChangeNotices.name]),
             ],
             logger: runtime.logger)
         try await server.start()
@@ -353,7 +375,7 @@ public final class ServiceHost: Service, Sendable {
         await shutdown()
     }
 
-    /// Graceful, in this order: health NOT_SERVING; the server stops accepting, sends GOAWAY and lets calls in
+    /// Graceful, in this order: health NOT_SERVING; the drain hooks end long-lived streams; the server stops accepting, sends GOAWAY and lets calls in
     /// flight finish (within its grace period); the outbox relay and background work stop; the metrics endpoint,
     /// the channels to other services and the pool close. Calling it again waits for the same shutdown.
     public func shutdown() async {
@@ -372,6 +394,7 @@ public final class ServiceHost: Service, Sendable {
 
     private func stopInOrder() async {
         health.markAllNotServing()
+        runtime.drain()
         await server.shutdown()
         relay?.cancel()
         await relay?.value
