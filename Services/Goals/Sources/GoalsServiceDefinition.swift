@@ -11,7 +11,7 @@ public import HabitFlowServiceKit
 /// Serves `GoalsService` (public, through the gateway), `GoalsInternal` (other services) and `EventSubscriber`
 /// (auth's account events, habits' category and habit deletions, social's partnership starts and ends); calls
 /// `HabitsInternal` for entry totals, habit details and unit holds, and `SocialInternal/GetPartnership` when a goal
-/// is shared. Publishes nothing yet.
+/// is shared. Publishes nothing yet. `ChangeNotices` tells the gateway's watchers whose data changed.
 public enum GoalsServiceDefinition {
     /// - Parameter clock: where "now" comes from; tests pass their own.
     public static func make(clock: UserClock = .system) -> ServiceDefinition {
@@ -28,6 +28,7 @@ public enum GoalsServiceDefinition {
                 GoalsServiceHandler(store: store, reader: reader, partners: partners),
                 GoalsInternalHandler(store: store, reader: reader),
                 EventSubscriberService(pool: runtime.pool, consumer: GoalsEvents.consumer, apply: events.apply),
+                try ChangeNoticesService(runtime: runtime),
             ]
         }
     }

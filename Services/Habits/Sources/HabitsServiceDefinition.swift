@@ -8,6 +8,7 @@ public import HabitFlowServiceKit
 ///
 /// Serves `HabitsService` (public, through the gateway), `HabitsInternal` (other services) and `EventSubscriber`
 /// (auth's account events); publishes `CategoryDeleted` and `HabitDeleted` through its outbox, to goals.
+/// `ChangeNotices` tells the gateway's watchers whose data changed.
 public enum HabitsServiceDefinition {
     /// - Parameters:
     ///   - clock: where "now" comes from; tests pass their own.
@@ -27,6 +28,7 @@ public enum HabitsServiceDefinition {
                 HabitsServiceHandler(store: store, clock: clock, weekViews: weekViews, zoneHints: UserZoneHints()),
                 HabitsInternalHandler(store: store, clock: clock, weeklyScores: WeeklyScoreCache()),
                 EventSubscriberService(pool: runtime.pool, consumer: UserEvents.consumer, apply: events.apply),
+                try ChangeNoticesService(runtime: runtime),
             ]
         }
     }

@@ -12,7 +12,8 @@ internal import HabitFlowSocialProtos
 /// Serves `SocialService` (public, through the gateway), `SocialInternal` (goals asks for partners; the gateway's
 /// dashboard and export) and `EventSubscriber` (auth's account events, habits' category deletions); calls
 /// `AuthInternal` for people (lookups by email or username, names) and `HabitsInternal` for weekly scores. Publishes
-/// `PartnershipStarted` and `PartnershipEnded` to goals.
+/// `PartnershipStarted` and `PartnershipEnded` to goals. `ChangeNotices` tells the gateway's watchers whose data
+/// changed (both users of a friend request or partnership).
 public enum SocialServiceDefinition {
     /// - Parameter clock: where "now" comes from; tests pass their own.
     public static func make(clock: UserClock = .system) -> ServiceDefinition {
@@ -34,6 +35,7 @@ public enum SocialServiceDefinition {
                 SocialServiceHandler(store: store, people: people, leaderboards: leaderboards, clock: clock),
                 SocialInternalHandler(store: store, leaderboards: leaderboards, clock: clock),
                 EventSubscriberService(pool: runtime.pool, consumer: SocialEvents.consumer, apply: events.apply),
+                try ChangeNoticesService(runtime: runtime),
             ]
         }
     }

@@ -1,0 +1,131 @@
+internal import Foundation
+public import HabitFlowEvents
+internal import HabitFlowLocking
+internal import HabitFlowPostgres
+public import HabitFlowRPC
+internal import Logging
+
+/// `habitflow.events.v1.ChangeNotices`: tells the gateway which users' data changed, as writes commit, so it can push
+/// their changes to their watchers (`GatewayService/WatchChanges`). Habits, goals and social serve it.
+///
+/// The service's migration `NNNN_change_notices.sql` makes Postgres `NOTIFY` the user id on
+/// ``channel(schema:)`` whenever a write bumps the user's change sequence; one `LISTEN` connection per process
+/// (``PostgresNotificationListener``) feeds every subscriber. Each subscriber has a set of pending user ids and a
+/// flag, not a queue: a user who changed ten times while the subscriber was writing is sent once, and a subscriber
+/// that falls more than ``maximumPendingUsers`` behind gets `all_users` instead, so memory stays bounded whatever
+/// the write rate. `all_users` also goes to every subscriber whenever the listener (re)connects, since notifications
+/// sent while it was disconnected are lost, and opens every stream.
+public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handler, Sendable {
+    /// Distinct users a subscriber's next message may name; beyond, it says `all_users`.
+    public static let maximumPendingUsers = 10_000
+
+    private let subscribers = Locked<(next: Int, all: [Int: Subscriber], draining: Bool)>((0, [:], false))
+
+    /// The channel the `notify_user_changed` trigger of a service's schema notifies.
+    public static func channel(schema: String) -> String { "habitflow_changes_\(schema)" }
+
+    /// Listens (for as long as the runtime's service runs) on the channel of the runtime's schema, and ends the
+    /// subscribers' streams when a graceful shutdown begins.
+    public init(runtime: ServiceRuntime) throws {
+        let listener = try PostgresNotificationListener(
+            connectionString: runtime.pool.configuration.connectionString,
+            channels: [Self.channel(schema: runtime.configuration.name)], logger: runtime.logger)
+        runtime.runInBackground { [self] in
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await listener.run() }
+                for await event in listener.events { publish(event) }
+            }
+        }
+        runtime.onDrain { [self] in drain() }
+    }
+
+    /// Hands a listener event to every subscriber.
+    func publish(_ event: PostgresNotificationListener.Event) {
+        let subscribers = self.subscribers.withLock { Array($0.all.values) }
+        for subscriber in subscribers {
+            switch event {
+            case .listening: subscriber.markAll()
+            case .notification(let notification): subscriber.mark(notification.payload)
+            }
+        }
+    }
+
+    /// Ends every stream (each returns OK; the gateway subscribes again elsewhere) and refuses new ones.
+    private func drain() {
+        let subscribers = self.subscribers.withLock { state in
+            state.draining = true
+            return Array(state.all.values)
+        }
+        for subscriber in subscribers { subscriber.end() }
+    }
+
+    public func watchChangedUsers(
+        request: Habitflow_Events_V1_WatchChangedUsersRequest,
+        responses: ResponseWriter<Habitflow_Events_V1_ChangedUsers>, context: ServerContext
+    ) async throws {
+        let subscriber = Subscriber()
+        let id = subscribers.withLock { state -> Int? in
+            guard !state.draining else { return nil }
+            state.next += 1
+            state.all[state.next] = subscriber
+            return state.next
+        }
+        guard let id else { throw RPCError(.unavailable, "the service is shutting down; subscribe again") }
+        defer { _ = subscribers.withLock { $0.all.removeValue(forKey: id) } }
+        while !Task.isCancelled {
+            switch subscriber.take() {
+            case .ended: return
+            case .notice(let notice): try await responses.write(notice)
+            case .nothing: await subscriber.wakeup.wait(timeout: .seconds(60))
+            }
+        }
+    }
+
+    /// One stream's pending notice.
+    private final class Subscriber: Sendable {
+        enum Next {
+            case notice(Habitflow_Events_V1_ChangedUsers)
+            case nothing
+            case ended
+        }
+
+        let wakeup = Wakeup()
+        /// Starts with `all`: the first message opens the stream.
+        private let pending = Locked<(users: Set<String>, all: Bool, ended: Bool)>(([], true, false))
+
+        func mark(_ userID: String) {
+            pending.withLock { pending in
+                guard !pending.all else { return }
+                if pending.users.count < ChangeNoticesService.maximumPendingUsers {
+                    pending.users.insert(userID)
+                } else {
+                    pending = ([], true, pending.ended)
+                }
+            }
+            wakeup.signal()
+        }
+
+        func markAll() {
+            pending.withLock { $0 = ([], true, $0.ended) }
+            wakeup.signal()
+        }
+
+        func end() {
+            pending.withLock { $0.ended = true }
+            wakeup.signal()
+        }
+
+        func take() -> Next {
+            pending.withLock { pending in
+                if pending.ended { return .ended }
+                guard pending.all || !pending.users.isEmpty else { return .nothing }
+                let notice = Habitflow_Events_V1_ChangedUsers.with {
+                    $0.allUsers = pending.all
+                    $0.userIds = pending.users.sorted()
+                }
+                pending = ([], false, false)
+                return .notice(notice)
+            }
+        }
+    }
+}
