@@ -352,10 +352,11 @@ let package = Package(
             name: "HabitFlowGateway",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowArchive", "HabitFlowAuthProtos",
-                "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowGRPCSideServiceProtos", "HabitFlowGatewayProtos",
-                "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowSocialProtos", "HabitFlowPublicAPI",
-                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowRPCSideServices",
-                "HabitFlowServiceKit", "HabitFlowTLS", "HabitFlowTokens", logging, prometheus,
+                "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowGRPCSideServiceProtos",
+                "HabitFlowGatewayProtos", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowSocialProtos",
+                "HabitFlowPublicAPI", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
+                "HabitFlowRPCSideServices", "HabitFlowServiceAPI", "HabitFlowServiceKit", "HabitFlowTLS",
+                "HabitFlowTokens", logging, prometheus, swiftProtobuf,
             ],
             path: "Services/Gateway/Sources",
             swiftSettings: swiftSettings
@@ -537,9 +538,10 @@ let package = Package(
             dependencies: [
                 "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowAuthProtos", "HabitFlowCrypto",
                 "HabitFlowGRPCProtos", "HabitFlowGRPCSideServiceProtos", "HabitFlowGateway", "HabitFlowGatewayProtos",
-                "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient",
-                "HabitFlowServiceKit", "HabitFlowStackTestSupport", "HabitFlowTestSupport", "HabitFlowTokens", logging,
-                prometheus, swiftProtobuf,
+                "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowPostgres", "HabitFlowRPC",
+                "HabitFlowRPCClient", "HabitFlowServiceAPI", "HabitFlowServiceKit", "HabitFlowSocialProtos",
+                "HabitFlowStackTestSupport", "HabitFlowTestSupport", "HabitFlowTokens", logging, prometheus,
+                swiftProtobuf,
             ]),
         testTarget(
             "SDKTests",

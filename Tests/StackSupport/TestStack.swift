@@ -45,11 +45,7 @@ public struct TestStack: Sendable {
         let nowhere = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: 1)]
         var habitsHosts: [ServiceHost] = []
         for _ in 0..<max(habitsReplicas, 1) {
-            var configuration = try serviceConfiguration("habits")
-            configuration.serviceAddresses = ["goals": nowhere, "social": nowhere]
-            habitsHosts.append(
-                try await ServiceHost.start(
-                    HabitsServiceDefinition.make().withoutOutboxRelay, configuration: configuration, logger: logger))
+            habitsHosts.append(try await startHabits(port: 0, logger: logger))
         }
         let habitsTargets = habitsHosts.map { RPCChannelConfiguration.Target(host: "127.0.0.1", port: $0.port) }
 
@@ -90,6 +86,16 @@ public struct TestStack: Sendable {
         let gateway = try await Gateway.start(configuration: gatewayConfiguration, logger: logger)
         return TestStack(
             auth: auth, habits: habitsHosts, goals: goals, social: social, gateway: gateway, logger: logger)
+    }
+
+    /// A habits host like the stack's (on `port`, 0 for any): to start a replica again on the port it had.
+    public static func startHabits(port: Int, logger: Logger) async throws -> ServiceHost {
+        let nowhere = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: 1)]
+        var configuration = try serviceConfiguration("habits")
+        configuration.port = port
+        configuration.serviceAddresses = ["goals": nowhere, "social": nowhere]
+        return try await ServiceHost.start(
+            HabitsServiceDefinition.make().withoutOutboxRelay, configuration: configuration, logger: logger)
     }
 
     private static func serviceConfiguration(_ service: String) throws -> ServiceConfiguration {

@@ -107,13 +107,7 @@ struct DashboardService: Sendable {
 
     /// A part's call: on the caller's behalf, under the part's own deadline, with the call's request id and trace.
     private func partOptions(for caller: AuthenticatedCaller, context: ServerContext) -> CallOptions {
-        var options = CallOptions.onBehalf(
-            of: caller.userID, sessionID: caller.sessionID, clientAddress: GatewayCallInfo.current?.clientAddress,
-            timeout: partTimeout)
-        if let requestID = GatewayCallInfo.current?.requestID {
-            options.metadata.addRequestID(requestID)
-        }
-        return options.propagating(from: context)
+        CallOptions.onBehalf(of: caller, info: GatewayCallInfo.current, timeout: partTimeout).propagating(from: context)
     }
 
     /// A part that failed with `error`, as the client sees it: the status code and which service, and the error in

@@ -41,6 +41,14 @@ public struct GatewayConfiguration: Sendable {
     public var exportPartTimeout: Duration = .seconds(20)
     /// An export without a deadline of its own ends after this.
     public var exportStreamTimeout: Duration = .seconds(600)
+    /// A `WatchChanges` stream that sent nothing for this long sends a heartbeat (so proxies keep it open).
+    public var watchHeartbeatInterval: Duration = .seconds(15)
+    /// A `WatchChanges` write that the client has not taken for this long (it stopped reading) ends the stream
+    /// `RESOURCE_EXHAUSTED`: nothing is buffered for a slow client.
+    public var watchSlowClientTimeout: Duration = .seconds(10)
+    /// Open `WatchChanges` streams per account (devices and tabs) and on this gateway; more are `RESOURCE_EXHAUSTED`.
+    public var watchersPerUser = 10
+    public var maximumWatchers = 100_000
 
     public struct TLSFiles: Sendable, Hashable {
         public var certificatePath: String
@@ -82,6 +90,9 @@ public struct GatewayConfiguration: Sendable {
     /// | `HABITFLOW_GATEWAY_KEY_REFRESH_MS` | 300000 |
     /// | `HABITFLOW_GATEWAY_DASHBOARD_PART_TIMEOUT_MS` | 2000 |
     /// | `HABITFLOW_GATEWAY_EXPORT_INTERVAL_MS` | 60000 (one export per account per minute) |
+    /// | `HABITFLOW_GATEWAY_WATCH_HEARTBEAT_MS` | 15000 |
+    /// | `HABITFLOW_GATEWAY_WATCH_SLOW_CLIENT_MS` | 10000 |
+    /// | `HABITFLOW_GATEWAY_WATCHERS_PER_USER`, `HABITFLOW_GATEWAY_MAX_WATCHERS` | 10, 100000 |
     public static func fromEnvironment(
         _ service: ServiceConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigurationError) -> GatewayConfiguration {
@@ -111,6 +122,10 @@ public struct GatewayConfiguration: Sendable {
         if let value = try reader.milliseconds("KEY_REFRESH_MS") { configuration.keyRefreshInterval = value }
         if let value = try reader.milliseconds("DASHBOARD_PART_TIMEOUT_MS") { configuration.dashboardPartTimeout = value }
         if let value = try reader.milliseconds("EXPORT_INTERVAL_MS") { configuration.exportInterval = value }
+        if let value = try reader.milliseconds("WATCH_HEARTBEAT_MS") { configuration.watchHeartbeatInterval = value }
+        if let value = try reader.milliseconds("WATCH_SLOW_CLIENT_MS") { configuration.watchSlowClientTimeout = value }
+        if let value = try reader.positiveNumber("WATCHERS_PER_USER") { configuration.watchersPerUser = Int(value) }
+        if let value = try reader.positiveNumber("MAX_WATCHERS") { configuration.maximumWatchers = Int(value) }
         return configuration
     }
 }

@@ -5,6 +5,7 @@ internal import Logging
 internal import Prometheus
 internal import HabitFlowServiceKit
 internal import HabitFlowLocking
+internal import HabitFlowInternalCredential
 internal import HabitFlowCrypto
 
 /// What the gateway knows about the client call it is serving, bound around the rest of the call (the handler:
@@ -56,6 +57,17 @@ struct GatewayCallInfo: Sendable {
             return String(Substring(utf8[utf8.index(utf8.startIndex, offsetBy: 6)..<end]))
         }
         return peer
+    }
+}
+
+extension CallOptions {
+    /// A call the gateway makes itself on the caller's behalf (a dashboard part, a watcher's read): signed for the
+    /// caller through a channel's ``InternalCredentialClientInterceptor``, with the client call's request id.
+    static func onBehalf(of caller: AuthenticatedCaller, info: GatewayCallInfo?, timeout: Duration) -> CallOptions {
+        var options = CallOptions.onBehalf(
+            of: caller.userID, sessionID: caller.sessionID, clientAddress: info?.clientAddress, timeout: timeout)
+        if let requestID = info?.requestID { options.metadata.addRequestID(requestID) }
+        return options
     }
 }
 

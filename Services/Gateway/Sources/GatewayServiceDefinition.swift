@@ -4,6 +4,7 @@ public import Logging
 internal import Foundation
 internal import HabitFlowAuthProtos
 internal import HabitFlowCrypto
+internal import HabitFlowEvents
 internal import HabitFlowGatewayProtos
 internal import HabitFlowGoalsProtos
 internal import HabitFlowHabitsProtos
@@ -17,7 +18,8 @@ internal import HabitFlowTokens
 internal import Prometheus
 
 /// The only process clients reach (DESIGN.md section 2): authenticates, rate-limits and forwards every public RPC to
-/// the service that owns it, and serves the dashboard it assembles from several services.
+/// the service that owns it, and serves the dashboard, the export and the change watch it assembles from several
+/// services.
 ///
 /// A service like the others, without a database: the host gives it health, reflection (showing the public API
 /// only), metrics and a graceful shutdown; its own interceptor replaces the internal-credential check.
@@ -87,8 +89,10 @@ public enum GatewayServiceDefinition {
             try channel(to: owner).intercepted(
                 by: [InternalCredentialClientInterceptor(credential: credential, caller: DataExport.caller)])
         }
+        let watch = try makeWatchService(configuration: configuration, runtime: runtime, channel: channel)
         services.append(
             GatewayServiceHandler(
+                watch: watch,
                 dashboard: DashboardService(
                     habits: Habitflow_Habits_V1_HabitsService.Client(transport: try channel(to: "habits")),
                     goals: Habitflow_Goals_V1_GoalsService.Client(transport: try channel(to: "goals")),
@@ -124,6 +128,45 @@ public enum GatewayServiceDefinition {
     }
 
     // MARK: Pieces
+
+    /// `WatchChanges`: the hub of open streams, fed by one notice subscription per service for the whole gateway
+    /// (running with the gateway), and emptied when a graceful shutdown begins.
+    private static func makeWatchService(
+        configuration: GatewayConfiguration, runtime: ServiceRuntime, channel: (String) throws -> RPCChannel
+    ) throws -> WatchService {
+        let credential = runtime.credential
+        func notices(_ owner: String) throws -> Habitflow_Events_V1_ChangeNotices.Client {
+            Habitflow_Events_V1_ChangeNotices.Client(
+                transport: try channel(owner).intercepted(
+                    by: [InternalCredentialClientInterceptor(credential: credential, caller: WatchService.caller)]))
+        }
+        let habits = Habitflow_Habits_V1_HabitsService.Client(transport: try channel("habits"))
+        let goals = Habitflow_Goals_V1_GoalsService.Client(transport: try channel("goals"))
+        let social = Habitflow_Social_V1_SocialService.Client(transport: try channel("social"))
+        let feeds = [
+            ChangeFeed(.habits, notices: try notices("habits")) { cursor, options in
+                try await habits.listChanges(.with { $0.cursor = cursor }, options: options)
+            },
+            ChangeFeed(.goals, notices: try notices("goals")) { cursor, options in
+                try await goals.listChanges(.with { $0.cursor = cursor }, options: options)
+            },
+            ChangeFeed(.social, notices: try notices("social")) { cursor, options in
+                try await social.listChanges(.with { $0.cursor = cursor }, options: options)
+            },
+        ]
+        let hub = WatchHub(limits: .init(perUser: configuration.watchersPerUser, total: configuration.maximumWatchers))
+        let logger = runtime.logger
+        for feed in feeds {
+            runtime.runInBackground { await feed.follow(into: hub, logger: logger) }
+        }
+        runtime.onDrain { hub.drain() }
+        return WatchService(
+            feeds: feeds, hub: hub,
+            settings: .init(
+                heartbeatInterval: configuration.watchHeartbeatInterval,
+                slowClientTimeout: configuration.watchSlowClientTimeout, readTimeout: configuration.defaultTimeout),
+            logger: logger)
+    }
 
     /// One pooled channel per service, a connection per replica and event loop, round-robin over the replicas,
     /// signing every call with the internal credential (forwarded calls bypass that: the gateway signs them itself,
@@ -196,6 +239,7 @@ public enum GatewayServiceDefinition {
 
 /// `habitflow.gateway.v1.GatewayService`: the gateway's own RPCs, each built from several services.
 struct GatewayServiceHandler: Habitflow_Gateway_V1_GatewayService.Handler {
+    let watch: WatchService
     let dashboard: DashboardService
     let export: DataExport
 
@@ -210,6 +254,13 @@ struct GatewayServiceHandler: Habitflow_Gateway_V1_GatewayService.Handler {
         responses: ResponseWriter<Habitflow_Gateway_V1_ExportMyDataChunk>, context: ServerContext
     ) async throws {
         try await export.exportMyData(responses: responses, context: context)
+    }
+
+    func watchChanges(
+        request: Habitflow_Gateway_V1_WatchChangesRequest,
+        responses: ResponseWriter<Habitflow_Gateway_V1_WatchChangesResponse>, context: ServerContext
+    ) async throws {
+        try await watch.watchChanges(request: request, responses: responses, context: context)
     }
 }
 

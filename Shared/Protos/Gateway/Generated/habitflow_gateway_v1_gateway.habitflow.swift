@@ -12,7 +12,8 @@ public enum Habitflow_Gateway_V1_GatewayService {
     public enum Method {
         public static let getDashboard = MethodDescriptor(service: "habitflow.gateway.v1.GatewayService", method: "GetDashboard")
         public static let exportMyData = MethodDescriptor(service: "habitflow.gateway.v1.GatewayService", method: "ExportMyData")
-        public static let all: [MethodDescriptor] = [getDashboard, exportMyData]
+        public static let watchChanges = MethodDescriptor(service: "habitflow.gateway.v1.GatewayService", method: "WatchChanges")
+        public static let all: [MethodDescriptor] = [getDashboard, exportMyData, watchChanges]
     }
 
     /// Implement this to serve habitflow.gateway.v1.GatewayService.
@@ -32,6 +33,20 @@ public enum Habitflow_Gateway_V1_GatewayService {
         /// archive is complete only when the call ends OK. One export per account per minute (RESOURCE_EXHAUSTED with
         /// google.rpc.RetryInfo otherwise).
         func exportMyData(request: Habitflow_Gateway_V1_ExportMyDataRequest, responses: ResponseWriter<Habitflow_Gateway_V1_ExportMyDataChunk>, context: ServerContext) async throws
+
+        /// The caller's changes in habits, goals and social, pushed as they commit (issue #30): each `changes` event is a
+        /// page of one service's ListChanges (upserts and tombstones, each resource in its latest state). Every message
+        /// carries `cursor`, the position after it in all three feeds: keep the last one and pass it back after a
+        /// reconnect to get exactly what was missed, no more. An empty cursor starts from the beginning (a full sync of
+        /// all three feeds, then live). After the catch-up a `heartbeat` with `caught_up` set says the stream is live;
+        /// after that a heartbeat comes whenever nothing else was sent for a while (15 s by default), so proxies keep the
+        /// stream open.
+        ///
+        /// The stream runs until the client cancels it or its deadline. It ends with INVALID_ARGUMENT (a BadRequest on
+        /// `cursor`) for a cursor this API did not give; RESOURCE_EXHAUSTED when the caller already has too many watchers
+        /// open, or when the client stopped reading ("watcher too slow": nothing is buffered for it); UNAVAILABLE when
+        /// the gateway shuts down (reconnect with the last cursor).
+        func watchChanges(request: Habitflow_Gateway_V1_WatchChangesRequest, responses: ResponseWriter<Habitflow_Gateway_V1_WatchChangesResponse>, context: ServerContext) async throws
     }
 
     /// Calls habitflow.gateway.v1.GatewayService through a transport (an `RPCChannel`).
@@ -69,6 +84,22 @@ public enum Habitflow_Gateway_V1_GatewayService {
         public func exportMyData(_ request: Habitflow_Gateway_V1_ExportMyDataRequest, options: CallOptions = CallOptions()) async throws -> ResponseStream<Habitflow_Gateway_V1_ExportMyDataChunk> {
             try await transport.serverStreaming(Habitflow_Gateway_V1_GatewayService.Method.exportMyData, request, options: options, idempotentByDefault: true)
         }
+
+        /// The caller's changes in habits, goals and social, pushed as they commit (issue #30): each `changes` event is a
+        /// page of one service's ListChanges (upserts and tombstones, each resource in its latest state). Every message
+        /// carries `cursor`, the position after it in all three feeds: keep the last one and pass it back after a
+        /// reconnect to get exactly what was missed, no more. An empty cursor starts from the beginning (a full sync of
+        /// all three feeds, then live). After the catch-up a `heartbeat` with `caught_up` set says the stream is live;
+        /// after that a heartbeat comes whenever nothing else was sent for a while (15 s by default), so proxies keep the
+        /// stream open.
+        ///
+        /// The stream runs until the client cancels it or its deadline. It ends with INVALID_ARGUMENT (a BadRequest on
+        /// `cursor`) for a cursor this API did not give; RESOURCE_EXHAUSTED when the caller already has too many watchers
+        /// open, or when the client stopped reading ("watcher too slow": nothing is buffered for it); UNAVAILABLE when
+        /// the gateway shuts down (reconnect with the last cursor).
+        public func watchChanges(_ request: Habitflow_Gateway_V1_WatchChangesRequest, options: CallOptions = CallOptions()) async throws -> ResponseStream<Habitflow_Gateway_V1_WatchChangesResponse> {
+            try await transport.serverStreaming(Habitflow_Gateway_V1_GatewayService.Method.watchChanges, request, options: options, idempotentByDefault: true)
+        }
     }
 }
 
@@ -79,6 +110,7 @@ extension Habitflow_Gateway_V1_GatewayService.Handler {
         [
             .unary(Habitflow_Gateway_V1_GatewayService.Method.getDashboard) { try await self.getDashboard(request: $0, context: $1) },
             .serverStreaming(Habitflow_Gateway_V1_GatewayService.Method.exportMyData) { try await self.exportMyData(request: $0, responses: $1, context: $2) },
+            .serverStreaming(Habitflow_Gateway_V1_GatewayService.Method.watchChanges) { try await self.watchChanges(request: $0, responses: $1, context: $2) },
         ]
     }
 }

@@ -25,6 +25,55 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
+/// Where a change came from.
+public nonisolated enum Habitflow_Gateway_V1_ChangeSource: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case unspecified // = 0
+
+  /// habitflow.habits.v1: categories, habits, entries (check-ins).
+  case habits // = 1
+
+  /// habitflow.goals.v1: goals, assessments, tasks, reviews.
+  case goals // = 2
+
+  /// habitflow.social.v1: friends, requests, blocks, partnership, sharing settings.
+  case social // = 3
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .habits
+    case 2: self = .goals
+    case 3: self = .social
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .habits: return 1
+    case .goals: return 2
+    case .social: return 3
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Habitflow_Gateway_V1_ChangeSource] = [
+    .unspecified,
+    .habits,
+    .goals,
+    .social,
+  ]
+
+}
+
 /// The parts a dashboard is made of, each from one service.
 public nonisolated enum Habitflow_Gateway_V1_DashboardPart: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
@@ -133,6 +182,97 @@ public nonisolated struct Habitflow_Gateway_V1_ExportMyDataRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Gateway_V1_WatchChangesRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// A `cursor` from an earlier WatchChangesResponse (opaque); empty: from the beginning.
+  public var cursor: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Gateway_V1_WatchChangesResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var event: Habitflow_Gateway_V1_WatchChangesResponse.OneOf_Event? = nil
+
+  public var changes: Habitflow_Gateway_V1_Changes {
+    get {
+      if case .changes(let v)? = event {return v}
+      return Habitflow_Gateway_V1_Changes()
+    }
+    set {event = .changes(newValue)}
+  }
+
+  public var heartbeat: Habitflow_Gateway_V1_Heartbeat {
+    get {
+      if case .heartbeat(let v)? = event {return v}
+      return Habitflow_Gateway_V1_Heartbeat()
+    }
+    set {event = .heartbeat(newValue)}
+  }
+
+  /// The position after this message in every feed: pass the last one received to WatchChanges to resume.
+  public var cursor: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum OneOf_Event: Equatable, Sendable {
+    case changes(Habitflow_Gateway_V1_Changes)
+    case heartbeat(Habitflow_Gateway_V1_Heartbeat)
+
+  }
+
+  public init() {}
+}
+
+/// A page of one service's change feed.
+public nonisolated struct Habitflow_Gateway_V1_Changes: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var source: Habitflow_Gateway_V1_ChangeSource = .unspecified
+
+  /// The service's ListChangesResponse (habitflow.habits.v1.ListChangesResponse, habitflow.goals.v1... or
+  /// habitflow.social.v1..., by `source`): its `changes` are the news; its `next_cursor` and `has_more` are that
+  /// feed's own (use WatchChangesResponse.cursor to resume the watch).
+  public var listChanges: SwiftProtobuf.Google_Protobuf_Any {
+    get {_listChanges ?? SwiftProtobuf.Google_Protobuf_Any()}
+    set {_listChanges = newValue}
+  }
+  /// Returns true if `listChanges` has been explicitly set.
+  public var hasListChanges: Bool {self._listChanges != nil}
+  /// Clears the value of `listChanges`. Subsequent reads from it will return its default value.
+  public mutating func clearListChanges() {self._listChanges = nil}
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _listChanges: SwiftProtobuf.Google_Protobuf_Any? = nil
+}
+
+/// Nothing new.
+public nonisolated struct Habitflow_Gateway_V1_Heartbeat: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The catch-up is done: everything up to now was sent (the first heartbeat of a stream).
+  public var caughtUp: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -518,6 +658,10 @@ public nonisolated struct Habitflow_Gateway_V1_CategoryRating: Sendable {
 
 fileprivate nonisolated let _protobuf_package = "habitflow.gateway.v1"
 
+nonisolated extension Habitflow_Gateway_V1_ChangeSource: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CHANGE_SOURCE_UNSPECIFIED\0\u{1}CHANGE_SOURCE_HABITS\0\u{1}CHANGE_SOURCE_GOALS\0\u{1}CHANGE_SOURCE_SOCIAL\0")
+}
+
 nonisolated extension Habitflow_Gateway_V1_DashboardPart: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0DASHBOARD_PART_UNSPECIFIED\0\u{1}DASHBOARD_PART_HABITS\0\u{1}DASHBOARD_PART_GOALS\0\u{1}DASHBOARD_PART_LEADERBOARD\0")
 }
@@ -540,6 +684,177 @@ nonisolated extension Habitflow_Gateway_V1_ExportMyDataRequest: SwiftProtobuf.Me
   }
 
   public static func ==(lhs: Habitflow_Gateway_V1_ExportMyDataRequest, rhs: Habitflow_Gateway_V1_ExportMyDataRequest) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Gateway_V1_WatchChangesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WatchChangesRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}cursor\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.cursor) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.cursor.isEmpty {
+      try visitor.visitSingularStringField(value: self.cursor, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Gateway_V1_WatchChangesRequest, rhs: Habitflow_Gateway_V1_WatchChangesRequest) -> Bool {
+    if lhs.cursor != rhs.cursor {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Gateway_V1_WatchChangesResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".WatchChangesResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}changes\0\u{1}heartbeat\0\u{1}cursor\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try {
+        var v: Habitflow_Gateway_V1_Changes?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .changes(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .changes(v)
+        }
+      }()
+      case 2: try {
+        var v: Habitflow_Gateway_V1_Heartbeat?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .heartbeat(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .heartbeat(v)
+        }
+      }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.cursor) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    switch self.event {
+    case .changes?: try {
+      guard case .changes(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    }()
+    case .heartbeat?: try {
+      guard case .heartbeat(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case nil: break
+    }
+    if !self.cursor.isEmpty {
+      try visitor.visitSingularStringField(value: self.cursor, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Gateway_V1_WatchChangesResponse, rhs: Habitflow_Gateway_V1_WatchChangesResponse) -> Bool {
+    if lhs.event != rhs.event {return false}
+    if lhs.cursor != rhs.cursor {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Gateway_V1_Changes: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Changes"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}source\0\u{3}list_changes\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.source) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._listChanges) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if self.source != .unspecified {
+      try visitor.visitSingularEnumField(value: self.source, fieldNumber: 1)
+    }
+    try { if let v = self._listChanges {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Gateway_V1_Changes, rhs: Habitflow_Gateway_V1_Changes) -> Bool {
+    if lhs.source != rhs.source {return false}
+    if lhs._listChanges != rhs._listChanges {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Gateway_V1_Heartbeat: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".Heartbeat"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}caught_up\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.caughtUp) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.caughtUp != false {
+      try visitor.visitSingularBoolField(value: self.caughtUp, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Gateway_V1_Heartbeat, rhs: Habitflow_Gateway_V1_Heartbeat) -> Bool {
+    if lhs.caughtUp != rhs.caughtUp {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
