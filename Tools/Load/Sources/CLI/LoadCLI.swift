@@ -44,7 +44,7 @@ public struct LoadCommand: ParsableCommand {
             users could not be prepared), no request succeeded, or a result file could not be written; 64 for bad \
             options.
             """,
-        subcommands: [RunCommand.self, SeedCommand.self, ScenariosCommand.self],
+        subcommands: [RunCommand.self, SeedCommand.self, WatchCommand.self, ScenariosCommand.self],
         defaultSubcommand: RunCommand.self)
 
     public init() {}
