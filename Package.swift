@@ -546,9 +546,9 @@ let package = Package(
         testTarget(
             "SDKTests",
             dependencies: [
-                "HabitFlowLocking", "HabitFlowArchive", "HabitFlowAuthProtos", "HabitFlowGoalsProtos",
-                "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowSDK", "HabitFlowStackTestSupport",
-                "HabitFlowTestSupport",
+                "HabitFlowLocking", "HabitFlowArchive", "HabitFlowAuthProtos", "HabitFlowGatewayProtos",
+                "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowSDK",
+                "HabitFlowStackTestSupport", "HabitFlowTestSupport", swiftProtobuf,
             ]),
         testTarget(
             "HabitsTests",

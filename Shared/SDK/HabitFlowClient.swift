@@ -225,6 +225,25 @@ public final class HabitFlowClient: Sendable {
         return ExportedArchive(file: file, suggestedFileName: suggestedFileName, byteCount: byteCount)
     }
 
+    /// The account's changes in habits, goals and social as they commit (habitflow.gateway.v1.GatewayService/
+    /// WatchChanges): `changes` events, each a page of one service's ListChanges, and heartbeats, each message with
+    /// the cursor after it. Keep the last cursor and pass it back after the stream ends (UNAVAILABLE when the gateway
+    /// restarts, RESOURCE_EXHAUSTED when the app stopped reading): nothing is missed or repeated. An empty cursor
+    /// starts with everything (a full sync), then goes live; a `caught_up` heartbeat marks the switch.
+    ///
+    /// - Parameter timeout: how long the stream may run (not the default call deadline: a watch is long-lived).
+    public func watchChanges(from cursor: String = "", timeout: Duration = .seconds(24 * 3600)) async throws
+        -> ChangeWatch
+    {
+        do {
+            return ChangeWatch(
+                responses: try await gateway.watchChanges(
+                    .with { $0.cursor = cursor }, options: CallOptions(timeout: timeout)))
+        } catch let error as RPCError {
+            throw HabitFlowError(error)
+        }
+    }
+
     /// Closes the connection to the gateway; later calls fail.
     public func close() async {
         await channel.close()
@@ -236,4 +255,32 @@ public final class HabitFlowClient: Sendable {
             $0.deviceName = configuration.deviceName ?? ""
         }
     }
+}
+
+/// The messages of ``HabitFlowClient/watchChanges(from:timeout:)``, read as the app asks for them (nothing is
+/// buffered ahead: a client that stops reading is eventually cut off by the gateway, and resumes from its cursor).
+/// Errors are ``HabitFlowError``s.
+public struct ChangeWatch: AsyncSequence, Sendable {
+    public typealias Element = Habitflow_Gateway_V1_WatchChangesResponse
+
+    let responses: ResponseStream<Element>
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: ResponseStream<Element>.AsyncIterator
+
+        public mutating func next() async throws -> Element? {
+            do {
+                return try await base.next()
+            } catch let error as RPCError {
+                throw HabitFlowError(error)
+            }
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: responses.makeAsyncIterator())
+    }
+
+    /// Ends the stream now; the sequence then ends with an error.
+    public func cancel() { responses.cancel() }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HabitFlowArchive
 import HabitFlowAuthProtos
+import HabitFlowGatewayProtos
 import HabitFlowGoalsProtos
 import HabitFlowHabitsProtos
 import HabitFlowLocking
@@ -8,6 +9,7 @@ import HabitFlowRPC
 import HabitFlowSDK
 import HabitFlowStackTestSupport
 import HabitFlowTestSupport
+import SwiftProtobuf
 import Testing
 
 /// A token store that counts how often the SDK saved tokens: once per sign-in, once per refresh.
@@ -152,6 +154,48 @@ func concurrently(_ count: Int, _ body: @escaping @Sendable () async throws -> V
         #expect(refused?.retryAfter != nil)
         #expect(try Data(contentsOf: file) == archive)
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["export.zip"])
+        await client.close()
+        await stack.stop()
+    }
+
+    @Test func watchingChangesAndResumingFromTheCursor() async throws {
+        let stack = try await TestStack.start()
+        let client = try Self.client(stack)
+        let account = TestAccount()
+        try await client.signUp(email: account.email, username: account.username, password: account.password)
+        let habit = try await client.habits.createHabit(.with { $0.name = "Walk" })
+
+        var cursor = ""
+        var watch = try await client.watchChanges().makeAsyncIterator()
+        while let message = try await watch.next() {
+            cursor = message.cursor
+            if message.heartbeat.caughtUp { break }
+        }
+        let entry = try await client.habits.markHabitDone(.with { $0.habitID = habit.id })
+        var seen: [String] = []
+        while seen.isEmpty, let message = try await watch.next() {
+            guard case .changes(let changes) = message.event else { continue }
+            let page = try Habitflow_Habits_V1_ListChangesResponse(unpackingAny: changes.listChanges)
+            seen = page.changes.compactMap { if case .entry(let entry) = $0.resource { entry.id } else { nil } }
+        }
+        #expect(seen == [entry.id])
+
+        // From the cursor before the check-in: it alone, then caught up.
+        var resumed = try await client.watchChanges(from: cursor).makeAsyncIterator()
+        var again: [String] = []
+        while let message = try await resumed.next(), !message.heartbeat.caughtUp {
+            guard case .changes(let changes) = message.event,
+                let page = try? Habitflow_Habits_V1_ListChangesResponse(unpackingAny: changes.listChanges)
+            else { continue }
+            again += page.changes.compactMap { if case .entry(let entry) = $0.resource { entry.id } else { nil } }
+        }
+        #expect(again == [entry.id])
+
+        let malformed = await #expect(throws: HabitFlowError.self) {
+            var broken = try await client.watchChanges(from: "nonsense").makeAsyncIterator()
+            _ = try await broken.next()
+        }
+        #expect(malformed?.kind == .invalidInput)
         await client.close()
         await stack.stop()
     }
