@@ -255,6 +255,8 @@ import Testing
         }
         let responses = try await Habitflow_Gateway_V1_GatewayService.Client(transport: stalled).watchChanges(
             .init(), options: alice.options)
+        // The response headers come with the first message, so the gateway has registered this watcher.
+        _ = try await responses.initialMetadata()
 
         // While it is open, a second watcher of the same user is refused.
         let refused = await #expect(throws: RPCError.self) {
