@@ -50,6 +50,7 @@ PROTOS = [
     "habitflow/events/v1/event.proto",
     "habitflow/events/v1/domain_events.proto",
     "habitflow/events/v1/subscriber.proto",
+    "habitflow/events/v1/change_notices.proto",
     "grpc/health/v1/health.proto",
     "grpc/reflection/v1/reflection.proto",
     "google/rpc/status.proto",

@@ -40,7 +40,7 @@ from gateway_e2e_test import (INTERNAL_DETAIL, KEY_ENCRYPTION_KEY, RPC_TIMEOUT, 
                               auth_pb2, bearer, gateway_pb2, goals_internal_pb2, goals_resources_pb2,
                               goals_service_pb2, habits_internal_pb2, habits_service_pb2, reflection_pb2,
                               resources_pb2, service_rows, social_resources_pb2, social_service_pb2, start_stack)
-from habitflow.events.v1 import event_pb2, subscriber_pb2  # noqa: E402,F401
+from habitflow.events.v1 import change_notices_pb2, event_pb2, subscriber_pb2  # noqa: E402,F401
 from habitflow.social.v1 import social_internal_pb2  # noqa: E402,F401
 
 SYMBOLS = symbol_database.Default()
@@ -131,9 +131,15 @@ class Outcome:
 UNPARSEABLE = b"\xff\xff\xff\xff"
 
 
+# Streams that run until the client ends them: called with this deadline (seconds), which ends them
+# DEADLINE_EXCEEDED once they have sent what they have.
+OPEN_ENDED = {"/habitflow.gateway.v1.GatewayService/WatchChanges": 2}
+
+
 def call(channel, method, request, metadata=(), timeout=RPC_TIMEOUT):
     """One call of any kind (unary or streaming, one request message), collecting every response. `request` may be
     bytes, sent as they are."""
+    timeout = OPEN_ENDED.get(method_path(method), timeout)
     client_streaming, server_streaming = streaming(method)
     request_class = SYMBOLS.GetSymbol(method.input_type.full_name)
     response_class = SYMBOLS.GetSymbol(method.output_type.full_name)
@@ -418,6 +424,9 @@ PLANS = {
     # The gateway's own.
     GATEWAY + "GetDashboard": Plan(OK, OWN),
     GATEWAY + "ExportMyData": Plan(OK, OWN + " (the archive is unzipped and searched)"),
+    GATEWAY + "WatchChanges": Plan(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                   OWN + "; runs until its deadline (OPEN_ENDED), sending the caller's own change "
+                                   "feeds (a full sync, searched): " + BLOCKED, reveals=("display_name",)),
 }
 
 class Person:
