@@ -97,7 +97,14 @@ struct WatchCommand: LoadSubcommand {
             if index % 50 == 49 { try await Task.sleep(for: .milliseconds(20)) }
         }
         let total = accounts.count * watchersPerUser
-        try await waitUntil(timeout: .seconds(300), tally) { tally.ready.withLock { $0 } >= total }
+        try await waitUntil(
+            timeout: .seconds(600), tally,
+            progress: {
+                output.diagnostics(
+                    "caught up: \(tally.ready.withLock { $0 }) of \(total) (\(tally.failures.withLock { $0.count }) "
+                        + "reconnections)")
+            }
+        ) { tally.ready.withLock { $0 } >= total }
         output.diagnostics("\(total) watchers caught up in \(ContinuousClock.now - opened)")
         try await Task.sleep(for: .seconds(2))
         let rssOpen = residentBytes()
@@ -148,7 +155,9 @@ struct WatchCommand: LoadSubcommand {
                 "gateway RSS: \(rssBefore / 1_048_576) MiB before, \(rssOpen / 1_048_576) MiB with the watchers open: "
                     + String(format: "%.1f KiB per watcher", perWatcher / 1024))
         }
-        for failure in tally.failures.withLock({ $0 }).prefix(5) { output.diagnostics(failure) }
+        let failures = tally.failures.withLock { $0 }
+        output.standard("watcher reconnections and failed check-ins: \(failures.count)")
+        for failure in failures.prefix(5) { output.diagnostics(failure) }
         for channel in channels { await channel.close() }
     }
 
@@ -182,37 +191,47 @@ struct WatchCommand: LoadSubcommand {
         }
     }
 
-    /// One watcher: counts the catch-up, then times every habits entry it is sent.
+    /// One watcher: counts the catch-up, then times every habits entry it is sent. Like a client, it reconnects
+    /// with its last cursor when the stream fails (a gateway refusing a burst of new streams answers UNAVAILABLE).
     private static func watch(channel: RPCChannel, account: Account, tally: Tally) async {
         var options = account.options
         options.timeout = nil
+        var cursor = ""
+        var counted = false
         var seen: Set<String> = []
-        do {
-            let responses = try await Habitflow_Gateway_V1_GatewayService.Client(transport: channel).watchChanges(
-                .init(), options: options)
-            for try await message in responses {
-                switch message.event {
-                case .heartbeat(let beat) where beat.caughtUp:
-                    tally.ready.withLock { $0 += 1 }
-                    tally.wakeup.signal()
-                case .changes(let changes) where changes.source == .habits:
-                    let arrived = ContinuousClock.now
-                    let page = try Habitflow_Habits_V1_ListChangesResponse(unpackingAny: changes.listChanges)
-                    for change in page.changes {
-                        guard case .entry(let entry) = change.resource else { continue }
-                        guard let sent = tally.sent.withLock({ $0[entry.id] }) else { continue }
-                        if seen.insert(entry.id).inserted {
-                            tally.deliveries.withLock { $0.append(arrived - sent) }
-                        } else {
-                            tally.duplicates.withLock { $0 += 1 }
-                        }
+        while !Task.isCancelled {
+            do {
+                let responses = try await Habitflow_Gateway_V1_GatewayService.Client(transport: channel).watchChanges(
+                    .with { $0.cursor = cursor }, options: options)
+                for try await message in responses {
+                    cursor = message.cursor
+                    switch message.event {
+                    case .heartbeat(let beat) where beat.caughtUp && !counted:
+                        counted = true
+                        tally.ready.withLock { $0 += 1 }
                         tally.wakeup.signal()
+                    case .changes(let changes) where changes.source == .habits:
+                        let arrived = ContinuousClock.now
+                        let page = try Habitflow_Habits_V1_ListChangesResponse(unpackingAny: changes.listChanges)
+                        for change in page.changes {
+                            guard case .entry(let entry) = change.resource,
+                                let sent = tally.sent.withLock({ $0[entry.id] })
+                            else { continue }
+                            if seen.insert(entry.id).inserted {
+                                tally.deliveries.withLock { $0.append(arrived - sent) }
+                            } else {
+                                tally.duplicates.withLock { $0 += 1 }
+                            }
+                            tally.wakeup.signal()
+                        }
+                    default: break
                     }
-                default: break
                 }
+            } catch {
+                if Task.isCancelled { return }
+                tally.failures.withLock { $0.append("watcher (reconnecting): \(error)") }
             }
-        } catch {
-            if !Task.isCancelled { tally.failures.withLock { $0.append("watcher: \(error)") } }
+            try? await Task.sleep(for: .milliseconds(Int.random(in: 200...1000)))
         }
     }
 
@@ -220,10 +239,17 @@ struct WatchCommand: LoadSubcommand {
         var description: String { "timed out waiting for the watchers" }
     }
 
-    private func waitUntil(timeout: Duration, _ tally: Tally, _ condition: () -> Bool) async throws {
+    private func waitUntil(
+        timeout: Duration, _ tally: Tally, progress: (@Sendable () -> Void)? = nil, _ condition: () -> Bool
+    ) async throws {
         let deadline = ContinuousClock.now + timeout
+        var report = ContinuousClock.now + .seconds(10)
         while !condition() {
             guard ContinuousClock.now < deadline else { throw TimedOut() }
+            if let progress, ContinuousClock.now >= report {
+                progress()
+                report += .seconds(10)
+            }
             await tally.wakeup.wait(timeout: .milliseconds(100))
         }
     }
