@@ -56,6 +56,9 @@ import Testing
         let ready = try await watch.caughtUp()
         // The catch-up was a full sync: the habit made before the watch is in it.
         #expect(ready.changes.flatMap(\.habitIDs).contains(habit.id))
+        // Another device of the same user, at the same cursor (the two share their reads).
+        let otherDevice = try await WatchStream.open(channel, user: alice, cursor: ready.cursor)
+        _ = try await otherDevice.caughtUp()
 
         let entryID = UUID().uuidString.lowercased()
         var started = ContinuousClock.now
@@ -68,6 +71,7 @@ import Testing
         #expect(checkIn.changes.source == .habits)
         #expect(checkIn.entryIDs == [entryID])
         let checkInLatency = ContinuousClock.now - started
+        #expect(try await otherDevice.nextChanges(within: .seconds(1)).entryIDs == [entryID])
 
         started = .now
         let goal = try await Habitflow_Goals_V1_GoalsService.Client(transport: channel).createGoal(
@@ -89,7 +93,13 @@ import Testing
         #expect(social.changes.source == .social)
         #expect(try social.requestIDs == [request.id])
         print("watch delivery: check-in \(checkInLatency), friend request \(ContinuousClock.now - started)")
+        // Each change reached the other device once (and nothing else came: the goal and the request are there too).
+        #expect(try await otherDevice.nextChanges(within: .seconds(1)).changes.source == .goals)
+        #expect(try await otherDevice.nextChanges(within: .seconds(1)).changes.source == .social)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(otherDevice.pendingChanges == 0)
 
+        otherDevice.cancel()
         watch.cancel()
         await channel.close()
         await stack.stop()

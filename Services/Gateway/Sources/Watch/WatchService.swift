@@ -11,7 +11,8 @@ internal import Logging
 /// change notice for the user marks the feed again and the same read sends what is new. Registering before the
 /// first read means a change that commits during the catch-up is read again rather than missed; a read from a
 /// cursor returns only what came after it, so nothing is sent twice. A feed whose service cannot be read is tried
-/// again every ``retryDelay`` (the stream stays open; heartbeats go on).
+/// again every ``retryDelay`` (the stream stays open; heartbeats go on). The watchers of one user at the same cursor
+/// share their reads (``SharedReads``): a check-in seen by ten devices costs one `ListChanges`, not ten.
 ///
 /// A write that stays blocked (the client stopped reading: HTTP/2 flow control) for ``Settings/slowClientTimeout``
 /// ends the stream `RESOURCE_EXHAUSTED`: nothing is buffered for a slow client, which resumes from its last cursor.
@@ -28,6 +29,7 @@ struct WatchService: Sendable {
     /// Feeds by ``ChangeFeedSource`` raw value.
     let feeds: [ChangeFeed]
     let hub: WatchHub
+    let reads = SharedReads()
     let settings: Settings
     let logger: Logger
 
@@ -62,6 +64,7 @@ struct WatchService: Sendable {
         var failed: Set<ChangeFeedSource> = []
         while true {
             try Task.checkCancellation()
+            let taken = ContinuousClock.Instant.now
             let marked = Set(try watcher.take()).union(failed)
             failed = []
             for source in ChangeFeedSource.allCases where marked.contains(source) {
@@ -69,7 +72,11 @@ struct WatchService: Sendable {
                 while more {
                     let page: ChangeFeed.Page
                     do {
-                        page = try await feeds[source.rawValue].list(cursor[source], options)
+                        let feed = feeds[source.rawValue]
+                        let position = cursor[source]
+                        page = try await reads.page(
+                            .init(userID: caller.userID, source: source, cursor: position), notBefore: taken
+                        ) { try await feed.list(position, options) }
                     } catch let error as RPCError where error.code == .invalidArgument {
                         // The only argument is the cursor: its part for this feed was not one the feed gave.
                         throw WatchCursor.invalid
@@ -96,7 +103,7 @@ struct WatchService: Sendable {
                     }
                 }
             }
-            if !caughtUp && failed.isEmpty || ContinuousClock.now - lastSent >= settings.heartbeatInterval {
+            if (!caughtUp && failed.isEmpty) || ContinuousClock.now - lastSent >= settings.heartbeatInterval {
                 try await send(
                     .with {
                         $0.heartbeat.caughtUp = !caughtUp && failed.isEmpty
