@@ -1,6 +1,7 @@
 internal import Foundation
 public import HabitFlowEvents
 internal import HabitFlowLocking
+internal import HabitFlowOutbox
 internal import HabitFlowPostgres
 public import HabitFlowRPC
 internal import Logging
@@ -9,7 +10,8 @@ internal import Logging
 /// their changes to their watchers (`GatewayService/WatchChanges`). Habits, goals and social serve it.
 ///
 /// The service's migration `NNNN_change_notices.sql` makes Postgres `NOTIFY` the user id on
-/// ``channel(schema:)`` whenever a write bumps the user's change sequence; one `LISTEN` connection per process
+/// `ChangeNoticeMigrations.channel(schema:)` whenever a write bumps the user's change sequence; one `LISTEN`
+/// connection per process
 /// (``PostgresNotificationListener``) feeds every subscriber. Each subscriber has a set of pending user ids and a
 /// flag, not a queue: a user who changed ten times while the subscriber was writing is sent once, and a subscriber
 /// that falls more than ``maximumPendingUsers`` behind gets `all_users` instead, so memory stays bounded whatever
@@ -21,15 +23,12 @@ public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handl
 
     private let subscribers = Locked<(next: Int, all: [Int: Subscriber], draining: Bool)>((0, [:], false))
 
-    /// The channel the `notify_user_changed` trigger of a service's schema notifies.
-    public static func channel(schema: String) -> String { "habitflow_changes_\(schema)" }
-
     /// Listens (for as long as the runtime's service runs) on the channel of the runtime's schema, and ends the
     /// subscribers' streams when a graceful shutdown begins.
     public init(runtime: ServiceRuntime) throws {
         let listener = try PostgresNotificationListener(
             connectionString: runtime.pool.configuration.connectionString,
-            channels: [Self.channel(schema: runtime.configuration.name)], logger: runtime.logger)
+            channels: [ChangeNoticeMigrations.channel(schema: runtime.configuration.name)], logger: runtime.logger)
         runtime.runInBackground { [self] in
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await listener.run() }

@@ -276,7 +276,7 @@ public final class ServiceHost: Service, Sendable {
             let directory = (configuration.sqlDirectory as NSString).appendingPathComponent(definition.name)
             let applied = try await PostgresMigrations.migrate(
                 service: definition.name, pool: pool, directory: directory,
-                libraryMigrations: OutboxMigrations.all, logger: runtime.logger)
+                libraryMigrations: LibraryMigrations.all, logger: runtime.logger)
             if !applied.isEmpty {
                 runtime.logger.info("applied migrations", metadata: ["files": "\(applied.map(\.fileName))"])
             }

@@ -102,7 +102,7 @@ extension PostgresIntegrationTests {
                 let directory = (TestEnvironment.sqlRoot as NSString).appendingPathComponent(service)
                 try await withPool(try TestEnvironment.serviceURL(service), maximumConnections: 1) { pool in
                     try await PostgresMigrations.migrate(
-                        service: service, pool: pool, directory: directory, libraryMigrations: OutboxMigrations.all,
+                        service: service, pool: pool, directory: directory, libraryMigrations: LibraryMigrations.all,
                         logger: testLogger)
                     for name in ["outbox", "outbox_deliveries", "processed_events"] {
                         let table = try await pool.queryRow("SELECT to_regclass(\(name))::text")
@@ -119,8 +119,11 @@ extension PostgresIntegrationTests {
                 try await admin.execute("CREATE SCHEMA migration_library_only")
                 let applied = try await PostgresMigrations.migrate(
                     service: "migration_library_only", pool: admin, directory: "/nonexistent/migration_library_only",
-                    libraryMigrations: OutboxMigrations.all, logger: testLogger)
-                #expect(applied.map(\.fileName) == ["outbox/0001_tables", "outbox/0002_deliveries"])
+                    libraryMigrations: LibraryMigrations.all, logger: testLogger)
+                #expect(
+                    applied.map(\.fileName) == [
+                        "outbox/0001_tables", "outbox/0002_deliveries", "changes/0001_notify_user_changed",
+                    ])
                 let table = try await admin.queryRow(
                     "SELECT to_regclass('migration_library_only.outbox_deliveries')::text")
                 #expect(try table?.decode(0, as: String?.self) == "migration_library_only.outbox_deliveries")
@@ -184,18 +187,25 @@ extension PostgresIntegrationTests {
                     "0002_widgets.sql": widgets, "0003_gadgets.sql": "CREATE TABLE gadgets (id int8 PRIMARY KEY);\n",
                 ])
                 let applied = try await PostgresMigrations.migrate(
-                    service: schema, pool: pool, directory: folder, libraryMigrations: OutboxMigrations.all,
+                    service: schema, pool: pool, directory: folder, libraryMigrations: LibraryMigrations.all,
                     logger: testLogger)
-                #expect(applied.map(\.fileName) == ["outbox/0002_deliveries", "0003_gadgets.sql"])
+                #expect(
+                    applied.map(\.fileName) == [
+                        "outbox/0002_deliveries", "changes/0001_notify_user_changed", "0003_gadgets.sql",
+                    ])
                 let recorded = try await pool.query(
                     "SELECT namespace, version, name FROM schema_migrations ORDER BY namespace, version"
                 ).map { row in
                     let name = try row.decode(2, as: String.self)
                     return "\(try row.decode(0, as: String.self))/\(try row.decode(1, as: Int.self))_\(name)"
                 }
-                #expect(recorded == ["/2_widgets", "/3_gadgets", "outbox/1_tables", "outbox/2_deliveries"])
+                #expect(
+                    recorded == [
+                        "/2_widgets", "/3_gadgets", "changes/1_notify_user_changed", "outbox/1_tables",
+                        "outbox/2_deliveries",
+                    ])
                 let again = try await PostgresMigrations.migrate(
-                    service: schema, pool: pool, directory: folder, libraryMigrations: OutboxMigrations.all,
+                    service: schema, pool: pool, directory: folder, libraryMigrations: LibraryMigrations.all,
                     logger: testLogger)
                 #expect(again.isEmpty)
 

@@ -63,7 +63,7 @@ private struct SubscriberDown: Error {}
 private func prepareSocialSchema(_ pool: PostgresPool) async throws {
     let directory = (TestEnvironment.sqlRoot as NSString).appendingPathComponent("social")
     try await PostgresMigrations.migrate(
-        service: "social", pool: pool, directory: directory, libraryMigrations: OutboxMigrations.all,
+        service: "social", pool: pool, directory: directory, libraryMigrations: LibraryMigrations.all,
         logger: testLogger)
     try await pool.execute("DROP TABLE IF EXISTS outbox_test_effects")
     try await pool.execute(

@@ -20,7 +20,7 @@ extension PostgresIntegrationTests {
                     for (service, pool) in [("goals", publisher), ("habits", habits)] {
                         let directory = (TestEnvironment.sqlRoot as NSString).appendingPathComponent(service)
                         try await PostgresMigrations.migrate(
-                            service: service, pool: pool, directory: directory, libraryMigrations: OutboxMigrations.all,
+                            service: service, pool: pool, directory: directory, libraryMigrations: LibraryMigrations.all,
                             logger: testLogger)
                     }
                     try await publisher.execute("DELETE FROM outbox")

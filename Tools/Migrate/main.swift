@@ -1,4 +1,4 @@
-// habitflow-migrate: applies a service's SQL migrations (the outbox's, then Schemas/sql/<service>/NNNN_name.sql) to
+// habitflow-migrate: applies a service's SQL migrations (the libraries', then Schemas/sql/<service>/NNNN_name.sql) to
 // its schema and exits, without starting the service. Safe to run while replicas start: they all serialize on an advisory lock.
 //
 //   habitflow-migrate --service NAME --database-url URL [--sql-dir DIR]
@@ -39,7 +39,7 @@ configuration.maximumConnections = 1
 let pool = PostgresPool(configuration: configuration, logger: logger)
 do {
     let applied = try await PostgresMigrations.migrate(
-        service: service, pool: pool, directory: directory, libraryMigrations: OutboxMigrations.all, logger: logger)
+        service: service, pool: pool, directory: directory, libraryMigrations: LibraryMigrations.all, logger: logger)
     await pool.shutdown()
     print(applied.isEmpty ? "\(service): up to date" : "\(service): applied \(applied.map(\.fileName).joined(separator: ", "))")
 } catch {

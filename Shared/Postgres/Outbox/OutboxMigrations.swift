@@ -1,7 +1,7 @@
 public import HabitFlowPostgres
 
 /// The outbox's tables, which every service with a database has in its schema: the outbox owns their SQL and each
-/// service applies it with its own files (`PostgresMigrations.migrate(..., libraryMigrations: OutboxMigrations.all)`,
+/// service applies it with its own files (`PostgresMigrations.migrate(..., libraryMigrations: LibraryMigrations.all)`,
 /// done by `ServiceHost` and `habitflow-migrate`). Recorded in the schema's `schema_migrations` as `outbox/NNNN_name`.
 public enum OutboxMigrations {
     public static let namespace = "outbox"
