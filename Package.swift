@@ -230,11 +230,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The web protocols' framing, without sockets: gRPC-Web (binary and text), Connect unary, CORS.
+        .target(
+            name: "HabitFlowRPCWeb",
+            dependencies: ["HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", nioCore, swiftProtobuf],
+            path: "Shared/RPC/Web",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HabitFlowRPCServer",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowHTTP2",
-                "HabitFlowTLS", "HabitFlowCompression", nioCore, nioPosix, logging, swiftProtobuf,
+                "HabitFlowTLS", "HabitFlowCompression", "HabitFlowRPCWeb", nioCore, nioPosix, nioHTTP1, logging,
+                swiftProtobuf,
             ],
             path: "Shared/RPC/Server",
             swiftSettings: swiftSettings
@@ -354,7 +362,7 @@ let package = Package(
                 "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowArchive", "HabitFlowAuthProtos",
                 "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowGRPCSideServiceProtos", "HabitFlowGatewayProtos",
                 "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowSocialProtos", "HabitFlowPublicAPI",
-                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowRPCSideServices",
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowRPCSideServices", "HabitFlowRPCWeb",
                 "HabitFlowServiceKit", "HabitFlowTLS", "HabitFlowTokens", logging, prometheus,
             ],
             path: "Services/Gateway/Sources",
@@ -465,10 +473,14 @@ let package = Package(
                 nioCore,
             ]),
         testTarget(
+            "RPCWebTests",
+            dependencies: ["HabitFlowRPC", "HabitFlowRPCWeb", "HabitFlowGRPCProtos", nioCore, swiftProtobuf]),
+        testTarget(
             "RPCServerTests",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowRPCServer", "HabitFlowHTTP2",
-                "HabitFlowGRPCProtos", "HabitFlowTestSupport", nioCore, nioEmbedded, nioPosix, logging, swiftProtobuf,
+                "HabitFlowGRPCProtos", "HabitFlowTestSupport", "HabitFlowRPCWeb", nioCore, nioEmbedded, nioPosix,
+                nioHTTP1, logging, swiftProtobuf,
             ]),
         testTarget(
             "RPCClientTests",
