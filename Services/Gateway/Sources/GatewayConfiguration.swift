@@ -1,4 +1,5 @@
 public import Foundation
+public import HabitFlowRPCWeb
 public import HabitFlowServiceKit
 
 /// Everything the gateway can be told (DESIGN.md sections 3 and 5), with defaults for the local stack.
@@ -11,6 +12,10 @@ public struct GatewayConfiguration: Sendable {
     /// TLS 1.3 with ALPN `h2` when set (`HABITFLOW_GATEWAY_TLS_CERT` and `HABITFLOW_GATEWAY_TLS_KEY`, PEM files);
     /// cleartext HTTP/2 (h2c) otherwise.
     public var tls: TLSFiles?
+
+    /// The browser origins whose pages may call the gateway (CORS), from `HABITFLOW_CORS_ORIGINS` (comma-separated;
+    /// `*` for any). `nil`: no CORS headers. gRPC-Web and Connect themselves are always served.
+    public var cors: CORSPolicy?
 
     /// Calls per second (and burst) from one client address, counted before authentication.
     public var addressRateLimit = RateLimit(perSecond: 100, burst: 200)
@@ -82,6 +87,7 @@ public struct GatewayConfiguration: Sendable {
     /// | `HABITFLOW_GATEWAY_KEY_REFRESH_MS` | 300000 |
     /// | `HABITFLOW_GATEWAY_DASHBOARD_PART_TIMEOUT_MS` | 2000 |
     /// | `HABITFLOW_GATEWAY_EXPORT_INTERVAL_MS` | 60000 (one export per account per minute) |
+    /// | `HABITFLOW_CORS_ORIGINS` | unset: no CORS (comma-separated origins, `*` for any) |
     public static func fromEnvironment(
         _ service: ServiceConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigurationError) -> GatewayConfiguration {
@@ -111,6 +117,12 @@ public struct GatewayConfiguration: Sendable {
         if let value = try reader.milliseconds("KEY_REFRESH_MS") { configuration.keyRefreshInterval = value }
         if let value = try reader.milliseconds("DASHBOARD_PART_TIMEOUT_MS") { configuration.dashboardPartTimeout = value }
         if let value = try reader.milliseconds("EXPORT_INTERVAL_MS") { configuration.exportInterval = value }
+        if let origins = environment["HABITFLOW_CORS_ORIGINS"], !origins.isEmpty {
+            guard let cors = CORSPolicy(parsing: origins) else {
+                throw ConfigurationError(variable: "HABITFLOW_CORS_ORIGINS", problem: "expected origins separated by commas")
+            }
+            configuration.cors = cors
+        }
         return configuration
     }
 }
