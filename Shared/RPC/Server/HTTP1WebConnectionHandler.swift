@@ -11,7 +11,7 @@ internal import NIOHTTP1
 ///
 /// One request at a time (keep-alive; NIO's pipelining assistance holds a pipelined request back until the previous
 /// response ended). Streamed responses go out chunked, and a writer waits while the channel is not writable.
-final class HTTP1WebConnectionHandler: ChannelInboundHandler, ServerCallConnection {
+final class HTTP1WebConnectionHandler: ChannelInboundHandler, WebCallConnection {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
@@ -44,10 +44,7 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, ServerCallConnecti
         self.web = web
         self.logger = logger
         self.eventLoop = eventLoop
-        switch configuration.handlerExecution {
-        case .eventLoop: self.taskExecutor = EventLoopTaskExecutor(eventLoop: eventLoop)
-        case .globalConcurrentExecutor: self.taskExecutor = nil
-        }
+        self.taskExecutor = configuration.handlerExecution.taskExecutor(on: eventLoop)
     }
 
     private var loopBound: NIOLoopBound<HTTP1WebConnectionHandler> { NIOLoopBound(self, eventLoop: eventLoop) }
@@ -72,21 +69,12 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, ServerCallConnecti
             startRequest(head, allocator: context.channel.allocator)
         case .body(let bytes):
             guard let call, !call.statusSent, !call.requestsEnded else { return }
-            do {
-                for message in try call.web!.decoder.append(bytes) { _ = call.transport.deliver(message) }
-            } catch {
-                failCall(call, error)
-            }
+            receiveWebBody(bytes, of: call)
         case .end:
             guard let call, !call.requestsEnded else { return }
             call.requestsEnded = true
             guard !call.statusSent else { return }
-            do {
-                for message in try call.web!.decoder.finish() { _ = call.transport.deliver(message) }
-            } catch {
-                return failCall(call, error)
-            }
-            call.transport.finishRequests()
+            endWebBody(of: call)
             startPendingHandler()
         }
     }
@@ -105,14 +93,22 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, ServerCallConnecti
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is ServerConnectionHandler.GracefulShutdownEvent {
-            // Between requests: close now; otherwise after the current response.
+        switch event {
+        case is ServerConnectionHandler.GracefulShutdownEvent, is IdleStateHandler.IdleStateEvent:
+            // Shutting down, or idle for the idle timeout: close between requests, otherwise after this response.
             shuttingDown = true
-            keepAlive = false
-            if call == nil || call!.statusSent { context.close(promise: nil) }
-            return
+            closeAfterCurrentResponse(context)
+        case let event as ChannelEvent where event == .inputClosed:
+            // The client will send nothing more (the server allows half-closure): answer what is in flight, close.
+            closeAfterCurrentResponse(context)
+        default:
+            context.fireUserInboundEventTriggered(event)
         }
-        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func closeAfterCurrentResponse(_ context: ChannelHandlerContext) {
+        keepAlive = false
+        if call == nil || call!.statusSent { context.close(promise: nil) }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -152,7 +148,7 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, ServerCallConnecti
             write([.head(status: 204, headers: headers), .end])
         case .reject(var codec, let error):
             logger.debug("rejected web request", metadata: ["status": "\(error)"])
-            write(codec.encoder.status(CallStatus(error).web(trailers: Metadata()), initialMetadata: Metadata()))
+            write(codec.encoder.rejection(error))
         case .call(let method, let codec, let metadata, let timeout):
             let callContext = ServerContext(
                 method: method.descriptor, requestMetadata: metadata, deadline: timeout.map { .now + $0 }, peer: peer)
@@ -223,7 +219,7 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, ServerCallConnecti
     func sendResponse(_ payload: ByteBuffer, compressed: Bool, streamID: Int32) -> SendOutcome {
         guard let call = currentCall(streamID) else { return .callEnded }
         let metadata = call.context.initialMetadata
-        guard writeParts(call, { (encoder) throws(RPCError) in try encoder.message(payload, initialMetadata: metadata) })
+        guard writeWebParts(call, { (encoder) throws(RPCError) in try encoder.message(payload, initialMetadata: metadata) })
         else {
             return .callEnded
         }
@@ -232,7 +228,7 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, ServerCallConnecti
 
     func sendInitialMetadata(streamID: Int32) -> Bool {
         guard let call = currentCall(streamID) else { return false }
-        return writeParts(call) { $0.initialMetadata(call.context.initialMetadata) }
+        return writeWebParts(call) { $0.initialMetadata(call.context.initialMetadata) }
     }
 
     func waitForSendQueue(streamID: Int32, continuation: UnsafeContinuation<Void, any Error>) {
@@ -261,37 +257,24 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, ServerCallConnecti
         sendStatus(call, CallStatus(ending: outcome, method: call.context.method, logger: logger))
     }
 
-    private func failCall(_ call: ServerCall<HTTP1WebConnectionHandler>, _ error: RPCError) {
+    func failCall(_ call: ServerCall<HTTP1WebConnectionHandler>, _ error: RPCError) {
         guard !call.statusSent else { return }
         sendStatus(call, CallStatus(error))
         call.abandon(error: error)
     }
 
     private func sendStatus(_ call: ServerCall<HTTP1WebConnectionHandler>, _ status: CallStatus) {
-        call.statusSent = true
         deadlineTimer?.cancel()
         deadlineTimer = nil
-        write(call.web!.encoder.status(
-            status.web(trailers: call.context.trailers), initialMetadata: call.context.initialMetadata))
+        writeWebStatus(call, status)
         if let waiter = call.responseWaiter {
             call.responseWaiter = nil
             waiter.resume(throwing: RPCError(.cancelled, "the call has ended"))
         }
     }
 
-    private func writeParts(
-        _ call: ServerCall<HTTP1WebConnectionHandler>,
-        _ produce: (inout WebResponseEncoder) throws(RPCError) -> [WebResponsePart]
-    ) -> Bool {
-        let parts: [WebResponsePart]
-        do {
-            parts = try produce(&call.web!.encoder)
-        } catch {
-            failCall(call, error)
-            return false
-        }
+    func submitWebParts(_ parts: [WebResponsePart], of call: ServerCall<HTTP1WebConnectionHandler>) {
         write(parts)
-        return true
     }
 
     /// HTTP/1.1 for the parts: a response head (chunked unless it has a content length), body chunks, the end;

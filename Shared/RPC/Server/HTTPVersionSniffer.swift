@@ -66,6 +66,10 @@ final class HTTPVersionSniffer: ChannelInboundHandler, RemovableChannelHandler {
                     router: router, configuration: configuration, web: web, logger: logger, eventLoop: context.eventLoop)
                 try pipeline.configureHTTPServerPipeline(
                     position: .after(self), withPipeliningAssistance: true, withErrorHandling: true)
+                // HTTP/2's idle timeout, for browsers' keep-alive connections too.
+                if let idleTimeout = configuration.connectionManagement.idleTimeout {
+                    try pipeline.addHandler(IdleStateHandler(allTimeout: TimeAmount(idleTimeout)))
+                }
                 try pipeline.addHandler(handler)
             }
         } catch {

@@ -5,7 +5,7 @@ internal import NIOCore
 
 /// Web calls (gRPC-Web, Connect unary) on the HTTP/2 connection: the same streams, router and interceptors as native
 /// gRPC; only the reading of the request body and the writing of the response differ (``WebCallCodec``).
-extension ServerConnectionHandler {
+extension ServerConnectionHandler: WebCallConnection {
     /// Starts, answers or refuses a web request; false when the request is not a web one (the caller answers it as
     /// it would without web protocols).
     func startWebCall(streamID: Int32, head: ServerRequestHead, web: WebConfiguration, endStream: Bool) -> Bool {
@@ -22,8 +22,7 @@ extension ServerConnectionHandler {
             scheduleFlush()
         case .reject(var codec, let error):
             logger.debug("rejected web request", metadata: ["stream": "\(streamID)", "status": "\(error)"])
-            let parts = codec.encoder.status(CallStatus(error).web(trailers: Metadata()), initialMetadata: Metadata())
-            submitWebParts(parts, streamID: streamID)
+            submitWebParts(codec.encoder.rejection(error), streamID: streamID)
             session.resetAfterEndOfStream(streamID)
             scheduleFlush()
         case .call(let method, let codec, let metadata, let timeout):
@@ -38,44 +37,16 @@ extension ServerConnectionHandler {
     func receiveWebData(_ bytes: ByteBuffer, stream: ServerStream) {
         // A web call has one request message (browsers cannot stream requests): no back-pressure to apply.
         session?.consume(bytes.readableBytes, streamID: stream.streamID)
-        do {
-            for message in try stream.web!.decoder.append(bytes) { _ = stream.transport.deliver(message) }
-        } catch {
-            failCall(stream, error)
-        }
-    }
-
-    func endOfWebRequest(_ stream: ServerStream) {
-        do {
-            for message in try stream.web!.decoder.finish() { _ = stream.transport.deliver(message) }
-        } catch {
-            return failCall(stream, error)
-        }
-        stream.transport.finishRequests()
-    }
-
-    /// Runs `produce` on the call's response encoder and submits what it made; false (the call failed) when it threw.
-    func writeWebParts(
-        _ stream: ServerStream, _ produce: (inout WebResponseEncoder) throws(RPCError) -> [WebResponsePart]
-    ) -> Bool {
-        let parts: [WebResponsePart]
-        do {
-            parts = try produce(&stream.web!.encoder)
-        } catch {
-            failCall(stream, error)
-            return false
-        }
-        if stream.web!.encoder.headSent { stream.headersSent = true }
-        submitWebParts(parts, streamID: stream.streamID)
-        return true
+        receiveWebBody(bytes, of: stream)
     }
 
     func sendWebStatus(_ stream: ServerStream, _ status: CallStatus) {
-        stream.statusSent = true
-        let parts = stream.web!.encoder.status(
-            status.web(trailers: stream.context.trailers), initialMetadata: stream.context.initialMetadata)
-        submitWebParts(parts, streamID: stream.streamID)
+        writeWebStatus(stream, status)
         callEnded(stream)
+    }
+
+    func submitWebParts(_ parts: [WebResponsePart], of stream: ServerStream) {
+        submitWebParts(parts, streamID: stream.streamID)
     }
 
     /// HTTP/2 for the parts: the head as a HEADERS frame, the body as DATA, the end as END_STREAM on the last DATA.

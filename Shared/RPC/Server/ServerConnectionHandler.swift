@@ -78,10 +78,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
         self.logger = logger
         self.eventLoop = eventLoop
         self.outputEnabled = configuration.tls == nil
-        switch configuration.handlerExecution {
-        case .eventLoop: self.taskExecutor = EventLoopTaskExecutor(eventLoop: eventLoop)
-        case .globalConcurrentExecutor: self.taskExecutor = nil
-        }
+        self.taskExecutor = configuration.handlerExecution.taskExecutor(on: eventLoop)
     }
 
     var loopBound: NIOLoopBound<ServerConnectionHandler> {
@@ -432,7 +429,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
     func endOfRequests(_ stream: ServerStream) {
         guard !stream.requestsEnded else { return }
         stream.requestsEnded = true
-        if stream.web != nil { return endOfWebRequest(stream) }
+        if stream.web != nil { return endWebBody(of: stream) }
         guard stream.deframer.isAtMessageBoundary else {
             return failCall(stream, RPCError(.internal, "the request stream ended inside a message (truncated message)"))
         }

@@ -85,6 +85,67 @@ enum WebRequestDecision {
     }
 }
 
+/// A connection that serves web calls (HTTP/2 and HTTP/1.1): how it fails a call and puts response parts on the wire.
+protocol WebCallConnection: ServerCallConnection {
+    /// Ends `call` from the runtime's side with `error` (status out, handler cancelled).
+    func failCall(_ call: ServerCall<Self>, _ error: RPCError)
+    /// Writes `parts` of `call`'s response in the connection's HTTP version.
+    func submitWebParts(_ parts: [WebResponsePart], of call: ServerCall<Self>)
+}
+
+extension WebCallConnection {
+    /// Runs `produce` on the call's response encoder and writes what it made; false (the call failed) when it threw.
+    func writeWebParts(
+        _ call: ServerCall<Self>, _ produce: (inout WebResponseEncoder) throws(RPCError) -> [WebResponsePart]
+    ) -> Bool {
+        let parts: [WebResponsePart]
+        do {
+            parts = try produce(&call.web!.encoder)
+        } catch {
+            failCall(call, error)
+            return false
+        }
+        if call.web!.encoder.headSent { call.headersSent = true }
+        submitWebParts(parts, of: call)
+        return true
+    }
+
+    /// Request body bytes of a web call: its completed messages go to the handler, a bad body fails the call.
+    func receiveWebBody(_ bytes: ByteBuffer, of call: ServerCall<Self>) {
+        do {
+            for message in try call.web!.decoder.append(bytes) { _ = call.transport.deliver(message) }
+        } catch {
+            failCall(call, error)
+        }
+    }
+
+    /// The end of a web call's request body: the last (Connect: only) message, then the end of the requests.
+    func endWebBody(of call: ServerCall<Self>) {
+        do {
+            for message in try call.web!.decoder.finish() { _ = call.transport.deliver(message) }
+        } catch {
+            return failCall(call, error)
+        }
+        call.transport.finishRequests()
+    }
+
+    /// Writes the status of a web call (marking it sent).
+    func writeWebStatus(_ call: ServerCall<Self>, _ status: CallStatus) {
+        call.statusSent = true
+        submitWebParts(
+            call.web!.encoder.status(
+                status.web(trailers: call.context.trailers), initialMetadata: call.context.initialMetadata),
+            of: call)
+    }
+}
+
+extension WebResponseEncoder {
+    /// The whole response of a web request refused before any call existed.
+    mutating func rejection(_ error: RPCError) -> [WebResponsePart] {
+        status(CallStatus(error).web(trailers: Metadata()), initialMetadata: Metadata())
+    }
+}
+
 /// How a call ended: the status a connection writes, whatever the protocol.
 struct CallStatus {
     var code: RPCStatusCode
