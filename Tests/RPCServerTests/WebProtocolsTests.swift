@@ -157,6 +157,25 @@ struct WebProtocolsTests {
         }
     }
 
+    @Test("the handler's metadata: the call's own headers, not the protocol's, HTTP/1.1's or the browser's")
+    func webMetadata() async throws {
+        try await withWebServer { port in
+            let responses = try await HTTP1TestClient.exchange(
+                port: port,
+                HTTP1TestClient.request(
+                    path: "/test.Probe/Metadata",
+                    headers: [
+                        ("content-type", "application/json"), ("connect-protocol-version", "1"),
+                        ("connect-timeout-ms", "5000"), ("x-user", "ana"), ("X-Custom", "1"), ("cookie", "session=s"),
+                        ("origin", "http://allowed.example"), ("sec-fetch-mode", "cors"), ("accept", "*/*"),
+                    ],
+                    body: Array("{}".utf8)))
+            let response = try #require(responses.first)
+            #expect(response.status == 200)
+            #expect(response.text == #""x-user=ana;x-custom=1""#)
+        }
+    }
+
     @Test("connect-timeout-ms: the handler is cancelled and the client gets deadline_exceeded (504)")
     func connectDeadline() async throws {
         let probe = Probe()

@@ -78,11 +78,19 @@ enum WebRequestDecision {
                 timeout = parsed
             }
         }
-        // The protocol's own headers are not the application's metadata (nor passed on by a proxy).
+        // The protocols' own headers and what browsers add to every request (cookies included) are not the
+        // application's metadata, and a proxy must not pass them on.
         var metadata = head.metadata
-        metadata.removeAll { $0.hasPrefix("connect-") || $0 == "x-grpc-web" || $0 == "origin" }
+        metadata.removeAll { key in
+            key.hasPrefix("connect-") || key.hasPrefix("sec-") || browserFields.contains(key)
+        }
         return .call(method, codec, metadata: metadata, timeout: timeout)
     }
+
+    private static let browserFields: Set<String> = [
+        "x-grpc-web", "x-user-agent", "origin", "referer", "cookie", "accept", "accept-encoding", "accept-language",
+        "cache-control", "pragma", "priority", "dnt",
+    ]
 }
 
 /// A connection that serves web calls (HTTP/2 and HTTP/1.1): how it fails a call and puts response parts on the wire.
