@@ -146,7 +146,7 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, WebCallConnection 
             ])
         case .preflight(let headers):
             write([.head(status: 204, headers: headers), .end])
-        case .reject(var codec, let error):
+        case .reject(let codec, let error):
             logger.debug("rejected web request", metadata: ["status": "\(error)"])
             write(codec.encoder.rejection(error))
         case .call(let method, let codec, let metadata, let timeout):

@@ -20,7 +20,7 @@ extension ServerConnectionHandler: WebCallConnection {
             submitWebParts([.head(status: 204, headers: headers)], streamID: streamID, endStream: true)
             session.resetAfterEndOfStream(streamID)
             scheduleFlush()
-        case .reject(var codec, let error):
+        case .reject(let codec, let error):
             logger.debug("rejected web request", metadata: ["stream": "\(streamID)", "status": "\(error)"])
             submitWebParts(codec.encoder.rejection(error), streamID: streamID)
             session.resetAfterEndOfStream(streamID)

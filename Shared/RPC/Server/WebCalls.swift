@@ -8,9 +8,16 @@ internal import SwiftProtobuf
 
 /// A web call's protocol state, kept on its ``ServerCall``: how its request body becomes messages and how its
 /// response is written (``WebProtocol``). The same for HTTP/2 and HTTP/1.1; only the writing of the parts differs.
-struct WebCallCodec {
+///
+/// A class, so a native call's ``ServerCall`` grows by one pointer, not by the codec's size.
+final class WebCallCodec {
     var decoder: WebRequestDecoder
     var encoder: WebResponseEncoder
+
+    init(decoder: WebRequestDecoder, encoder: WebResponseEncoder) {
+        self.decoder = decoder
+        self.encoder = encoder
+    }
 }
 
 /// What the server makes of a request head when web protocols are on, before any call exists. Shared by the
