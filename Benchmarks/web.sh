@@ -11,56 +11,21 @@
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
+source "$HABITFLOW_ROOT/Benchmarks/lib/stack.sh"
 cd "$HABITFLOW_ROOT"
 
 "$HABITFLOW_ROOT/scripts/bootstrap"  # h2load (nghttp2-client) and curl are in the base list
-scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
-for product in habitflow-auth habitflow-habits habitflow-gateway habitflow-healthcheck; do
-    log "building $product (release)"
-    swift build -c release --product "$product" --scratch-path "$scratch" >&2
-done
-bin="$scratch/release"
+bench_build_release habitflow-auth habitflow-habits habitflow-gateway habitflow-healthcheck
+bin=$BENCH_BIN
 requests=${BENCH_REQUESTS:-20000}
 rounds=${BENCH_ROUNDS:-5}
 concurrency=${BENCH_CONCURRENCY:-32}
 
-launcher_pid=
-before_cleanup() {
-    if [[ -n "$launcher_pid" ]]; then
-        kill -TERM "$launcher_pid" 2>/dev/null || true
-        wait "$launcher_pid" 2>/dev/null || true
-    fi
-}
+before_cleanup() { bench_stop_stack; }
 pg_workdir habitflow-webbench
 workdir=$PG_WORKDIR
-pg_start_throwaway "$workdir/postgres" "$workdir/postgres.log"
-export HABITFLOW_POSTGRES_PORT=$PG_PORT
-export HABITFLOW_SQL_DIR="$HABITFLOW_ROOT/Schemas/sql"
-HABITFLOW_INTERNAL_SECRET=$(head -c 32 /dev/urandom | base64)
-HABITFLOW_AUTH_KEY_ENCRYPTION_KEY=$(head -c 32 /dev/urandom | base64)
-export HABITFLOW_INTERNAL_SECRET HABITFLOW_AUTH_KEY_ENCRYPTION_KEY
 export HABITFLOW_LOG_LEVEL=${BENCH_LOG_LEVEL:-warning}
-# One client address and one account: no rate limit may get in the way.
-export HABITFLOW_GATEWAY_ADDRESS_RATE_LIMIT=1000000 HABITFLOW_GATEWAY_ADDRESS_RATE_BURST=1000000
-export HABITFLOW_GATEWAY_ACCOUNT_RATE_LIMIT=1000000 HABITFLOW_GATEWAY_ACCOUNT_RATE_BURST=1000000
-for service in gateway auth habits; do
-    export "HABITFLOW_${service^^}_PORT=$(pg_free_port)" "HABITFLOW_${service^^}_METRICS_PORT=$(pg_free_port)"
-done
-
-log "starting auth, habits and the gateway (logs in $workdir/services.log)"
-"$HABITFLOW_PYTHON" "$HABITFLOW_ROOT/scripts/lib/habitflow_stack.py" --bin-dir "$bin" >"$workdir/services.log" 2>&1 &
-launcher_pid=$!
-for service in auth habits gateway; do
-    port_variable="HABITFLOW_${service^^}_PORT"
-    for _ in $(seq 1 300); do
-        if "$bin/habitflow-healthcheck" "127.0.0.1:${!port_variable}" >/dev/null 2>&1; then continue 2; fi
-        kill -0 "$launcher_pid" 2>/dev/null || { cat "$workdir/services.log" >&2; exit 1; }
-        sleep 0.2
-    done
-    echo "web.sh: $service did not become SERVING" >&2
-    cat "$workdir/services.log" >&2
-    exit 1
-done
+bench_start_stack "$bin" auth habits gateway
 gateway="127.0.0.1:$HABITFLOW_GATEWAY_PORT"
 gateway_pid=$(pgrep -n -f -x "$bin/habitflow-gateway")
 url="http://$gateway/habitflow.habits.v1.HabitsService/GetHabit"

@@ -44,6 +44,13 @@ enum HTTP1TestClient {
         return try parse(received)
     }
 
+    /// One POST on a connection of its own: its response.
+    static func call(port: Int, path: String, headers: [(String, String)], body: [UInt8]) async throws -> HTTP1TestResponse {
+        let responses = try await exchange(port: port, request(path: path, headers: headers, body: body))
+        guard responses.count == 1 else { throw Malformed() }
+        return responses[0]
+    }
+
     struct Malformed: Error {}
 
     static func parse(_ bytes: [UInt8]) throws -> [HTTP1TestResponse] {

@@ -73,15 +73,13 @@ struct WebProtocolsTests {
             for text in [false, true] {
                 let message = try framed(Google_Protobuf_Int64Value(3))
                 let body = text ? Array(Base64.encode(message).utf8) : message
-                let responses = try await HTTP1TestClient.exchange(
+                let response = try await HTTP1TestClient.call(
                     port: port,
-                    HTTP1TestClient.request(
-                        path: "/test.Probe/Flood",
-                        headers: [
-                            ("Content-Type", text ? "application/grpc-web-text" : "application/grpc-web+proto"),
-                            ("X-User", "ana"),
-                        ], body: body))
-                let response = try #require(responses.first)
+                    path: "/test.Probe/Flood",
+                    headers: [
+                        ("Content-Type", text ? "application/grpc-web-text" : "application/grpc-web+proto"),
+                        ("X-User", "ana"),
+                    ], body: body)
                 #expect(response.status == 200)
                 #expect(response.header("transfer-encoding") == "chunked")
                 let bytes = try #require(
@@ -97,13 +95,11 @@ struct WebProtocolsTests {
     @Test("Connect JSON unary over HTTP/1.1 and HTTP/2: 200 with the JSON message")
     func connectJSONUnary() async throws {
         try await withWebServer { port in
-            let responses = try await HTTP1TestClient.exchange(
+            let response = try await HTTP1TestClient.call(
                 port: port,
-                HTTP1TestClient.request(
-                    path: "/test.Probe/Echo",
-                    headers: [("content-type", "application/json"), ("connect-protocol-version", "1"), ("x-user", "ana")],
-                    body: Array(#""hello""#.utf8)))
-            let response = try #require(responses.first)
+                path: "/test.Probe/Echo",
+                headers: [("content-type", "application/json"), ("connect-protocol-version", "1"), ("x-user", "ana")],
+                body: Array(#""hello""#.utf8))
             #expect(response.status == 200)
             #expect(response.header("content-type") == "application/json")
             #expect(response.header("x-request-id") == "req-1")
@@ -126,9 +122,7 @@ struct WebProtocolsTests {
             func call(_ path: String, user: Bool = true, body: String = "{}") async throws -> HTTP1TestResponse {
                 var headers = [("content-type", "application/json")]
                 if user { headers.append(("x-user", "ana")) }
-                let responses = try await HTTP1TestClient.exchange(
-                    port: port, HTTP1TestClient.request(path: path, headers: headers, body: Array(body.utf8)))
-                return try #require(responses.first)
+                return try await HTTP1TestClient.call(port: port, path: path, headers: headers, body: Array(body.utf8))
             }
             let failed = try await call("/test.Probe/Fail")
             #expect(failed.status == 400)
@@ -160,17 +154,15 @@ struct WebProtocolsTests {
     @Test("the handler's metadata: the call's own headers, not the protocol's, HTTP/1.1's or the browser's")
     func webMetadata() async throws {
         try await withWebServer { port in
-            let responses = try await HTTP1TestClient.exchange(
+            let response = try await HTTP1TestClient.call(
                 port: port,
-                HTTP1TestClient.request(
-                    path: "/test.Probe/Metadata",
-                    headers: [
-                        ("content-type", "application/json"), ("connect-protocol-version", "1"),
-                        ("connect-timeout-ms", "5000"), ("x-user", "ana"), ("X-Custom", "1"), ("cookie", "session=s"),
-                        ("origin", "http://allowed.example"), ("sec-fetch-mode", "cors"), ("accept", "*/*"),
-                    ],
-                    body: Array("{}".utf8)))
-            let response = try #require(responses.first)
+                path: "/test.Probe/Metadata",
+                headers: [
+                    ("content-type", "application/json"), ("connect-protocol-version", "1"),
+                    ("connect-timeout-ms", "5000"), ("x-user", "ana"), ("X-Custom", "1"), ("cookie", "session=s"),
+                    ("origin", "http://allowed.example"), ("sec-fetch-mode", "cors"), ("accept", "*/*"),
+                ],
+                body: Array("{}".utf8))
             #expect(response.status == 200)
             #expect(response.text == #""x-user=ana;x-custom=1""#)
         }
@@ -181,14 +173,12 @@ struct WebProtocolsTests {
         let probe = Probe()
         try await withWebServer(probe: probe) { port in
             let started = ContinuousClock.now
-            let responses = try await HTTP1TestClient.exchange(
+            let response = try await HTTP1TestClient.call(
                 port: port,
-                HTTP1TestClient.request(
-                    path: "/test.Probe/Sleep",
-                    headers: [("content-type", "application/json"), ("x-user", "ana"), ("connect-timeout-ms", "200")],
-                    body: Array(#""5000""#.utf8)))
+                path: "/test.Probe/Sleep",
+                headers: [("content-type", "application/json"), ("x-user", "ana"), ("connect-timeout-ms", "200")],
+                body: Array(#""5000""#.utf8))
             #expect(ContinuousClock.now - started < .seconds(3))
-            let response = try #require(responses.first)
             #expect(response.status == 504)
             #expect(try jsonObject(response.body)["code"] as? String == "deadline_exceeded")
             #expect(await probe.waitFor("sleep cancelled"))
