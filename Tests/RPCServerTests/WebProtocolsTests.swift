@@ -151,6 +151,20 @@ struct WebProtocolsTests {
         }
     }
 
+    @Test("HTTP/1.1 expect: 100-continue is answered before the body (curl waits for it on large bodies)")
+    func expectContinue() async throws {
+        try await withWebServer { port in
+            let responses = try await HTTP1TestClient.exchange(
+                port: port,
+                HTTP1TestClient.request(
+                    path: "/test.Probe/Echo",
+                    headers: [("content-type", "application/json"), ("x-user", "ana"), ("expect", "100-continue")],
+                    body: Array(#""big""#.utf8)))
+            #expect(responses.map(\.status) == [100, 200])
+            #expect(responses.last?.text == #""big from ana""#)
+        }
+    }
+
     @Test("the handler's metadata: the call's own headers, not the protocol's, HTTP/1.1's or the browser's")
     func webMetadata() async throws {
         try await withWebServer { port in

@@ -150,6 +150,11 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, WebCallConnection 
             logger.debug("rejected web request", metadata: ["status": "\(error)"])
             write(codec.encoder.rejection(error))
         case .call(let method, let codec, let metadata, let timeout):
+            // curl asks before sending a body over 1 KiB, and waits a second for the answer otherwise.
+            if head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" }), let context {
+                let interim = HTTPResponseHead(version: head.version, status: .continue)
+                context.writeAndFlush(wrapOutboundOut(.head(interim)), promise: nil)
+            }
             let callContext = ServerContext(
                 method: method.descriptor, requestMetadata: metadata, deadline: timeout.map { .now + $0 }, peer: peer)
             let transport = CallTransport(

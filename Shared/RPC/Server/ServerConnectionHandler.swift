@@ -332,8 +332,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
         let starts = pendingHandlerStarts
         pendingHandlerStarts.removeAll(keepingCapacity: true)
         for (stream, method) in starts where streams[stream.streamID] === stream && !stream.statusSent {
-            // Web calls take the general path: their response is written by the web codec, not the forwarder's.
-            if stream.web == nil, let forwarder = method.unaryForwarder, let request = stream.transport.takeOnlyRequest() {
+            // Web calls too: the forwarder answers through `sendResponse` and `handlerFinished`, which write a web
+            // call's response with its codec (a Connect JSON request was turned into protobuf when its body ended).
+            if let forwarder = method.unaryForwarder, let request = stream.transport.takeOnlyRequest() {
                 let responder = EventLoopCallResponder(connection: loopBound, streamID: stream.streamID)
                 if forwarder.forward(request, context: stream.context, responder: responder) { continue }
                 _ = stream.transport.deliver(request)
