@@ -13,6 +13,11 @@ public enum WebProtocol: Sendable, Hashable {
 
     /// The protocol of a request with this content type; `nil` for native gRPC and anything else.
     public init?(contentType: String) {
+        // The exact types clients send, matched without allocating (this runs for every web call).
+        if let known = Self.exact[contentType] {
+            self = known
+            return
+        }
         // Parameters (`; charset=utf-8`) do not change the protocol; the media type is case-insensitive.
         let mediaType = contentType.split(separator: ";", maxSplits: 1).first.map {
             $0.trimmingCharacters(in: " \t").lowercased()
@@ -26,6 +31,12 @@ public enum WebProtocol: Sendable, Hashable {
         default: return nil
         }
     }
+
+    private static let exact: [String: WebProtocol] = [
+        "application/grpc-web": .grpcWeb(text: false), "application/grpc-web+proto": .grpcWeb(text: false),
+        "application/grpc-web-text": .grpcWeb(text: true), "application/grpc-web-text+proto": .grpcWeb(text: true),
+        "application/proto": .connectUnary(json: false), "application/json": .connectUnary(json: true),
+    ]
 
     /// Whether errors are answered the Connect way (HTTP status and a JSON body) rather than in gRPC trailers.
     public var isConnect: Bool {
