@@ -228,6 +228,24 @@ struct WebProtocolsTests {
         }
     }
 
+    @Test("HTTP/1.1: a request head that does not arrive whole within the header timeout closes the connection")
+    func http1HeaderTimeout() async throws {
+        try await withServer(probe: Probe(), configure: {
+            $0.web = WebConfiguration()
+            $0.connectionManagement.headerTimeout = .milliseconds(300)
+        }) { _, port in
+            // A first request answered in time, then a second head that never ends.
+            let complete = HTTP1TestClient.request(
+                path: "/test.Probe/Echo", headers: [("content-type", "application/json"), ("x-user", "ana")],
+                body: Array(#""a""#.utf8), close: false)
+            let started = ContinuousClock.now
+            let responses = try await HTTP1TestClient.exchange(
+                port: port, complete + Array("POST /test.Probe/Echo HTTP/1.1\r\nhost: x\r\n".utf8))
+            #expect(responses.map(\.status) == [200])
+            #expect(ContinuousClock.now - started < .seconds(3))
+        }
+    }
+
     @Test("web protocols off: application/grpc-web is refused 415 as before, and HTTP/1.1 is not served")
     func webOff() async throws {
         try await withServer(probe: Probe()) { _, port in

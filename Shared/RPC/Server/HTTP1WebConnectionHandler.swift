@@ -34,6 +34,11 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, WebCallConnection 
     var responseVersion = HTTPVersion.http1_1
     var deadlineTimer: Scheduled<Void>?
     var shuttingDown = false
+    /// Runs while the connection waits for a request head (slowloris, and idle keep-alive connections).
+    var headTimer: Scheduled<Void>?
+    /// Both halves of the current exchange are done: the request ended and its response was written.
+    var requestEnded = true
+    var responseEnded = true
 
     init(
         router: RPCRouter, configuration: RPCServerConfiguration, web: WebConfiguration, logger: Logger,
@@ -57,6 +62,7 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, WebCallConnection 
             peer = ServerConnectionHandler.describe(address)
             logger[metadataKey: "peer"] = "\(peer)"
         }
+        armHeadTimer()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -66,11 +72,17 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, WebCallConnection 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
+            headTimer?.cancel()
+            headTimer = nil
+            requestEnded = false
+            responseEnded = false
             startRequest(head, allocator: context.channel.allocator)
         case .body(let bytes):
             guard let call, !call.statusSent, !call.requestsEnded else { return }
             receiveWebBody(bytes, of: call)
         case .end:
+            requestEnded = true
+            exchangeMayHaveEnded()
             guard let call, !call.requestsEnded else { return }
             call.requestsEnded = true
             guard !call.statusSent else { return }
@@ -118,6 +130,7 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, WebCallConnection 
 
     func channelInactive(context: ChannelHandlerContext) {
         deadlineTimer?.cancel()
+        headTimer?.cancel()
         call?.abandon(error: CancellationError())
         call = nil
         pendingStart = nil
@@ -178,6 +191,23 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, WebCallConnection 
                 }
             }
             pendingStart = method
+        }
+    }
+
+    /// Once request and response are both done, the next request's head must come within the header timeout.
+    private func exchangeMayHaveEnded() {
+        if requestEnded && responseEnded { armHeadTimer() }
+    }
+
+    /// The header timeout between requests: a whole head must arrive within it, so a client dripping a head
+    /// (slowloris) is closed, and so is a keep-alive connection left idle that long (10 s by default; Node's and
+    /// Apache's keep-alive timeouts are 5 s, and browsers open a new connection when an idle one was closed).
+    private func armHeadTimer() {
+        guard let timeout = configuration.connectionManagement.headerTimeout, let context else { return }
+        headTimer?.cancel()
+        let bound = loopBound
+        headTimer = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+            bound.value.context?.close(promise: nil)
         }
     }
 
@@ -297,6 +327,8 @@ final class HTTP1WebConnectionHandler: ChannelInboundHandler, WebCallConnection 
             case .body(let bytes):
                 context.write(wrapOutboundOut(.body(.byteBuffer(bytes))), promise: nil)
             case .end:
+                responseEnded = true
+                exchangeMayHaveEnded()
                 if keepAlive {
                     context.write(wrapOutboundOut(.end(nil)), promise: nil)
                 } else {
