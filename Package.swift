@@ -230,11 +230,19 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The web protocols' framing, without sockets: gRPC-Web (binary and text), Connect unary, CORS.
+        .target(
+            name: "HabitFlowRPCWeb",
+            dependencies: ["HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", nioCore, swiftProtobuf],
+            path: "Shared/RPC/Web",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HabitFlowRPCServer",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowHTTP2",
-                "HabitFlowTLS", "HabitFlowCompression", nioCore, nioPosix, logging, swiftProtobuf,
+                "HabitFlowTLS", "HabitFlowCompression", "HabitFlowRPCWeb", nioCore, nioPosix, nioHTTP1, logging,
+                swiftProtobuf,
             ],
             path: "Shared/RPC/Server",
             swiftSettings: swiftSettings
@@ -355,8 +363,8 @@ let package = Package(
                 "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowGRPCSideServiceProtos",
                 "HabitFlowGatewayProtos", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowSocialProtos",
                 "HabitFlowPublicAPI", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
-                "HabitFlowRPCSideServices", "HabitFlowServiceAPI", "HabitFlowServiceKit", "HabitFlowTLS",
-                "HabitFlowTokens", logging, prometheus, swiftProtobuf,
+                "HabitFlowRPCSideServices", "HabitFlowRPCWeb", "HabitFlowServiceAPI", "HabitFlowServiceKit",
+                "HabitFlowTLS", "HabitFlowTokens", logging, prometheus, swiftProtobuf,
             ],
             path: "Services/Gateway/Sources",
             swiftSettings: swiftSettings
@@ -466,10 +474,14 @@ let package = Package(
                 nioCore,
             ]),
         testTarget(
+            "RPCWebTests",
+            dependencies: ["HabitFlowRPC", "HabitFlowRPCWeb", "HabitFlowGRPCProtos", nioCore, swiftProtobuf]),
+        testTarget(
             "RPCServerTests",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowRPCServer", "HabitFlowHTTP2",
-                "HabitFlowGRPCProtos", "HabitFlowTestSupport", nioCore, nioEmbedded, nioPosix, logging, swiftProtobuf,
+                "HabitFlowGRPCProtos", "HabitFlowTestSupport", "HabitFlowRPCWeb", nioCore, nioEmbedded, nioPosix,
+                nioHTTP1, logging, swiftProtobuf,
             ]),
         testTarget(
             "RPCClientTests",

@@ -13,21 +13,17 @@
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
+source "$HABITFLOW_ROOT/Benchmarks/lib/stack.sh"
 cd "$HABITFLOW_ROOT"
 
 "$HABITFLOW_ROOT/scripts/bootstrap" nghttp2-proxy  # nghttpx
-scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
-for product in habitflow-auth habitflow-habits habitflow-gateway habitflow-healthcheck; do
-    log "building $product (release)"
-    swift build -c release --product "$product" --scratch-path "$scratch" >&2
-done
-bin="$scratch/release"
+bench_build_release habitflow-auth habitflow-habits habitflow-gateway habitflow-healthcheck
+bin=$BENCH_BIN
 log "building gateway-benchmark (release, benchmarks package)"
 swift build -c release --package-path "$HABITFLOW_ROOT/Benchmarks" --product gateway-benchmark \
     --scratch-path "$HABITFLOW_BENCHMARKS_SCRATCH_PATH" >&2
 benchmark="$HABITFLOW_BENCHMARKS_SCRATCH_PATH/release/gateway-benchmark"
 
-launcher_pid=
 proxy_pid=
 # Runs before the throwaway cluster stops (pg_workdir): the proxy and the services go first.
 before_cleanup() {
@@ -35,41 +31,12 @@ before_cleanup() {
         kill -TERM "$proxy_pid" 2>/dev/null || true
         wait "$proxy_pid" 2>/dev/null || true
     fi
-    if [[ -n "$launcher_pid" ]]; then
-        kill -TERM "$launcher_pid" 2>/dev/null || true
-        wait "$launcher_pid" 2>/dev/null || true
-    fi
+    bench_stop_stack
 }
 pg_workdir habitflow-gatewaybench
 workdir=$PG_WORKDIR
-pg_start_throwaway "$workdir/postgres" "$workdir/postgres.log"
-export HABITFLOW_POSTGRES_PORT=$PG_PORT
-export HABITFLOW_SQL_DIR="$HABITFLOW_ROOT/Schemas/sql"
-HABITFLOW_INTERNAL_SECRET=$(head -c 32 /dev/urandom | base64)
-HABITFLOW_AUTH_KEY_ENCRYPTION_KEY=$(head -c 32 /dev/urandom | base64)
-export HABITFLOW_INTERNAL_SECRET HABITFLOW_AUTH_KEY_ENCRYPTION_KEY
 export HABITFLOW_LOG_LEVEL=${BENCH_LOG_LEVEL:-info}
-# The benchmark is one client address and one account: no rate limit may get in the way.
-export HABITFLOW_GATEWAY_ADDRESS_RATE_LIMIT=1000000 HABITFLOW_GATEWAY_ADDRESS_RATE_BURST=1000000
-export HABITFLOW_GATEWAY_ACCOUNT_RATE_LIMIT=1000000 HABITFLOW_GATEWAY_ACCOUNT_RATE_BURST=1000000
-for service in gateway auth habits; do
-    export "HABITFLOW_${service^^}_PORT=$(pg_free_port)" "HABITFLOW_${service^^}_METRICS_PORT=$(pg_free_port)"
-done
-
-log "starting auth, habits and the gateway (logs in $workdir/services.log)"
-"$HABITFLOW_PYTHON" "$HABITFLOW_ROOT/scripts/lib/habitflow_stack.py" --bin-dir "$bin" >"$workdir/services.log" 2>&1 &
-launcher_pid=$!
-for service in auth habits gateway; do
-    port_variable="HABITFLOW_${service^^}_PORT"
-    for _ in $(seq 1 300); do
-        if "$bin/habitflow-healthcheck" "127.0.0.1:${!port_variable}" >/dev/null 2>&1; then continue 2; fi
-        kill -0 "$launcher_pid" 2>/dev/null || { cat "$workdir/services.log" >&2; exit 1; }
-        sleep 0.2
-    done
-    echo "gateway.sh: $service did not become SERVING" >&2
-    cat "$workdir/services.log" >&2
-    exit 1
-done
+bench_start_stack "$bin" auth habits gateway
 
 # nghttpx with its defaults: h2c in front, h2 to habits, one worker (the benchmark client opens one connection),
 # no access log.

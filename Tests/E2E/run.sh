@@ -18,7 +18,7 @@ if ! "$PYTHON" -c 'import grpc, grpc_tools.protoc' 2>/dev/null; then
     exit 2
 fi
 if [ "$#" -eq 0 ]; then
-    set -- gateway_e2e_test export_test stack_anywhere_test security_test watch_test
+    set -- gateway_e2e_test export_test stack_anywhere_test security_test watch_test web_test browser_test
 fi
 
 export PYTHONDONTWRITEBYTECODE=1

@@ -409,6 +409,16 @@ import Testing
         #expect(configured.defaultTimeout == .milliseconds(1500))
         #expect(configured.maxMessageSize == 1024)
         #expect(configured.tokenLeeway == .zero)
+        #expect(defaults.cors == nil)
+        #expect(configured.cors == nil)
+
+        let cors = try GatewayConfiguration.fromEnvironment(
+            service, environment: ["HABITFLOW_CORS_ORIGINS": "http://localhost:5173, https://app.example"])
+        #expect(cors.cors?.allows(origin: "https://app.example") == true)
+        #expect(cors.cors?.allows(origin: "https://other.example") == false)
+        #expect(throws: ConfigurationError.self) {
+            try GatewayConfiguration.fromEnvironment(service, environment: ["HABITFLOW_CORS_ORIGINS": " , "])
+        }
 
         #expect(throws: ConfigurationError.self) {
             try GatewayConfiguration.fromEnvironment(service, environment: ["HABITFLOW_GATEWAY_TLS_CERT": "/c.pem"])

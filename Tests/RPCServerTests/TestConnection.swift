@@ -63,11 +63,14 @@ final class TestConnection {
     }
 
     /// Opens a gRPC call. `extraHeaders` go after the standard ones (metadata, grpc-timeout, ...).
-    func startCall(path: String, extraHeaders: [(String, String)] = []) async throws -> Int32 {
+    func startCall(
+        path: String, contentType: String = "application/grpc", method: String = "POST",
+        extraHeaders: [(String, String)] = []
+    ) async throws -> Int32 {
         var fields: [HTTP2HeaderField] = [
-            .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
+            .init(name: ":method", value: method), .init(name: ":scheme", value: "http"),
             .init(name: ":path", value: path), .init(name: ":authority", value: "127.0.0.1"),
-            .init(name: "content-type", value: "application/grpc"), .init(name: "te", value: "trailers"),
+            .init(name: "content-type", value: contentType), .init(name: "te", value: "trailers"),
         ]
         fields += extraHeaders.map { HTTP2HeaderField(name: $0.0, value: $0.1) }
         let streamID = try session.submitRequest(fields, endStream: false)
@@ -82,6 +85,30 @@ final class TestConnection {
         session.writeData(framed, streamID: streamID)
         if end { session.finishStream(streamID, trailers: nil) }
         try await flush()
+    }
+
+    /// Sends bytes as they are (a web request body), optionally ending the request stream.
+    func sendRaw(_ bytes: [UInt8], streamID: Int32, end: Bool) async throws {
+        session.writeData(ByteBuffer(bytes: bytes), streamID: streamID)
+        if end { session.finishStream(streamID, trailers: nil) }
+        try await flush()
+    }
+
+    /// Reads until the stream closes, keeping the body as it came (a web response: not gRPC framing).
+    func rawResponse(streamID: Int32) async throws -> (headers: [HTTP2HeaderField], body: [UInt8]) {
+        var headers: [HTTP2HeaderField] = []
+        var body: [UInt8] = []
+        while let event = try await nextEvent() {
+            switch event {
+            case .headers(streamID, let fields, _): headers += fields
+            case .data(streamID, let bytes):
+                session.consume(bytes.readableBytes, streamID: streamID)
+                body += bytes.readableBytesView
+            case .streamClosed(streamID, _): return (headers, body)
+            default: continue
+            }
+        }
+        return (headers, body)
     }
 
     func reset(_ streamID: Int32) async throws {

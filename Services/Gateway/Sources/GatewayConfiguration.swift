@@ -1,4 +1,5 @@
 public import Foundation
+public import HabitFlowRPCWeb
 public import HabitFlowServiceKit
 
 /// Everything the gateway can be told (DESIGN.md sections 3 and 5), with defaults for the local stack.
@@ -11,6 +12,10 @@ public struct GatewayConfiguration: Sendable {
     /// TLS 1.3 with ALPN `h2` when set (`HABITFLOW_GATEWAY_TLS_CERT` and `HABITFLOW_GATEWAY_TLS_KEY`, PEM files);
     /// cleartext HTTP/2 (h2c) otherwise.
     public var tls: TLSFiles?
+
+    /// The browser origins whose pages may call the gateway (CORS), from `HABITFLOW_CORS_ORIGINS` (comma-separated;
+    /// `*` for any). `nil`: no CORS headers. gRPC-Web and Connect themselves are always served.
+    public var cors: CORSPolicy?
 
     /// Calls per second (and burst) from one client address, counted before authentication.
     public var addressRateLimit = RateLimit(perSecond: 100, burst: 200)
@@ -93,6 +98,7 @@ public struct GatewayConfiguration: Sendable {
     /// | `HABITFLOW_GATEWAY_WATCH_HEARTBEAT_MS` | 15000 |
     /// | `HABITFLOW_GATEWAY_WATCH_SLOW_CLIENT_MS` | 10000 |
     /// | `HABITFLOW_GATEWAY_WATCHERS_PER_USER`, `HABITFLOW_GATEWAY_MAX_WATCHERS` | 10, 100000 |
+    /// | `HABITFLOW_CORS_ORIGINS` | unset: no CORS (comma-separated origins, `*` for any) |
     public static func fromEnvironment(
         _ service: ServiceConfiguration, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigurationError) -> GatewayConfiguration {
@@ -126,6 +132,12 @@ public struct GatewayConfiguration: Sendable {
         if let value = try reader.milliseconds("WATCH_SLOW_CLIENT_MS") { configuration.watchSlowClientTimeout = value }
         if let value = try reader.positiveNumber("WATCHERS_PER_USER") { configuration.watchersPerUser = Int(value) }
         if let value = try reader.positiveNumber("MAX_WATCHERS") { configuration.maximumWatchers = Int(value) }
+        if let origins = environment["HABITFLOW_CORS_ORIGINS"], !origins.isEmpty {
+            guard let cors = CORSPolicy(parsing: origins) else {
+                throw ConfigurationError(variable: "HABITFLOW_CORS_ORIGINS", problem: "expected origins separated by commas")
+            }
+            configuration.cors = cors
+        }
         return configuration
     }
 }

@@ -2,6 +2,7 @@ internal import HabitFlowAuthProtos
 internal import HabitFlowGRPCSideServiceProtos
 internal import HabitFlowGatewayProtos
 internal import HabitFlowGoalsProtos
+internal import HabitFlowRPC
 internal import HabitFlowHabitsProtos
 internal import HabitFlowRPCSideServices
 internal import HabitFlowSocialProtos
@@ -18,19 +19,26 @@ enum GatewayRoutes {
         var owner: String
         /// The base64 descriptor set that declares it (for the method shapes and reflection).
         var descriptorSet: String
+        /// Its messages as JSON, by method name (the generated table), for Connect clients that send JSON.
+        var jsonTranscoders: [String: any MessageJSONTranscoding]
     }
 
     static let forwarded = [
-        Route(service: Habitflow_Auth_V1_AuthService.name, owner: "auth", descriptorSet: AuthProtosDescriptorSet.base64),
+        Route(
+            service: Habitflow_Auth_V1_AuthService.name, owner: "auth", descriptorSet: AuthProtosDescriptorSet.base64,
+            jsonTranscoders: Habitflow_Auth_V1_AuthService.jsonTranscoders),
         Route(
             service: Habitflow_Habits_V1_HabitsService.name, owner: "habits",
-            descriptorSet: HabitFlowHabitsProtosDescriptorSet.base64),
+            descriptorSet: HabitFlowHabitsProtosDescriptorSet.base64,
+            jsonTranscoders: Habitflow_Habits_V1_HabitsService.jsonTranscoders),
         Route(
             service: Habitflow_Goals_V1_GoalsService.name, owner: "goals",
-            descriptorSet: HabitFlowGoalsProtosDescriptorSet.base64),
+            descriptorSet: HabitFlowGoalsProtosDescriptorSet.base64,
+            jsonTranscoders: Habitflow_Goals_V1_GoalsService.jsonTranscoders),
         Route(
             service: Habitflow_Social_V1_SocialService.name, owner: "social",
-            descriptorSet: HabitFlowSocialProtosDescriptorSet.base64),
+            descriptorSet: HabitFlowSocialProtosDescriptorSet.base64,
+            jsonTranscoders: Habitflow_Social_V1_SocialService.jsonTranscoders),
     ]
 
     /// The gateway's own services (served here, not forwarded).

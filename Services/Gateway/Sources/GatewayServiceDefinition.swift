@@ -13,6 +13,7 @@ internal import HabitFlowRPC
 internal import HabitFlowRPCClient
 internal import HabitFlowRPCServer
 internal import HabitFlowRPCSideServices
+internal import HabitFlowRPCWeb
 internal import HabitFlowTLS
 internal import HabitFlowTokens
 internal import Prometheus
@@ -78,7 +79,8 @@ public enum GatewayServiceDefinition {
                         unaryForwarder(
                             method, channel: owner, interceptor: interceptor, credential: credential,
                             defaultTimeout: configuration.defaultTimeout)
-                    }
+                    },
+                    jsonTranscoders: route.jsonTranscoders
                 ) { method, _, options in
                     prepareForwardedCall(
                         &options, method: method.descriptor, credential: credential,
@@ -119,7 +121,10 @@ public enum GatewayServiceDefinition {
         }
         let tls = configuration.tls
         let maxMessageSize = configuration.maxMessageSize
+        let cors = configuration.cors
         return ServiceParts(services: services, interceptors: [interceptor]) { server in
+            // The one door for browsers: gRPC-Web and Connect next to gRPC, through the same interceptor.
+            server.web = WebConfiguration(cors: cors)
             server.tls = tls.map { files in
                 .server(certificateChain: .file(files.certificatePath), privateKey: .file(files.privateKeyPath))
             }

@@ -14,6 +14,11 @@ public enum Habitflow_Events_V1_ChangeNotices {
         public static let all: [MethodDescriptor] = [watchChangedUsers]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "WatchChangedUsers": JSONTranscoder(Habitflow_Events_V1_WatchChangedUsersRequest.self, Habitflow_Events_V1_ChangedUsers.self),
+    ]
+
     /// Implement this to serve habitflow.events.v1.ChangeNotices.
     public protocol Handler: RPCService {
         /// Streams notices until the caller cancels. The first message has `all_users` set: it tells the subscriber that

@@ -15,6 +15,11 @@ public enum Habitflow_Events_V1_EventSubscriber {
         public static let all: [MethodDescriptor] = [deliver]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "Deliver": JSONTranscoder(Habitflow_Events_V1_DeliverEventRequest.self, Habitflow_Events_V1_DeliverEventResponse.self),
+    ]
+
     /// Implement this to serve habitflow.events.v1.EventSubscriber.
     public protocol Handler: RPCService {
         /// Applies one event. Idempotent: a redelivered event (same id) is acknowledged without being applied again.

@@ -30,15 +30,19 @@ public struct ForwardingService: RPCService {
     public let schema: ServiceSchema
     private let transport: any RPCClientTransport
     private let unaryForwarders: UnaryForwarders
+    private let jsonTranscoders: [String: any MessageJSONTranscoding]
     private let prepare: PrepareCall
 
+    /// - Parameter jsonTranscoders: by method name (the generated `…Service.jsonTranscoders`), for web clients that
+    ///   send JSON; the forwarding itself stays binary. A method without one answers JSON calls `UNIMPLEMENTED`.
     public init(
         schema: ServiceSchema, transport: any RPCClientTransport, unaryForwarders: @escaping UnaryForwarders = { _ in nil },
-        prepare: @escaping PrepareCall = { _, _, _ in }
+        jsonTranscoders: [String: any MessageJSONTranscoding] = [:], prepare: @escaping PrepareCall = { _, _, _ in }
     ) {
         self.schema = schema
         self.transport = transport
         self.unaryForwarders = unaryForwarders
+        self.jsonTranscoders = jsonTranscoders
         self.prepare = prepare
     }
 
@@ -48,6 +52,7 @@ public struct ForwardingService: RPCService {
         schema.methods.map { schema in
             var method = ServerMethod.forwarding(schema, to: transport, prepare: prepare)
             if schema.kind == .unary { method.unaryForwarder = unaryForwarders(schema) }
+            method.jsonTranscoder = jsonTranscoders[schema.descriptor.method]
             return method
         }
     }

@@ -44,6 +44,9 @@ public struct ServerMethod: Sendable {
     public let run: @Sendable (_ context: ServerContext, _ transport: any ServerCallTransport) async throws -> Void
     /// A unary method's event-loop fast path, tried before `run` (see ``UnaryCallForwarder``).
     public var unaryForwarder: (any UnaryCallForwarder)?
+    /// How the method's messages read and write as JSON, for web clients (Connect with `application/json`); `nil`
+    /// when its message types are unknown here (such a method answers JSON calls `UNIMPLEMENTED`).
+    public var jsonTranscoder: (any MessageJSONTranscoding)?
 
     public init(
         descriptor: MethodDescriptor, kind: RPCKind,
@@ -61,7 +64,7 @@ public struct ServerMethod: Sendable {
             let request: Request = try await receiveSingleRequest(context: context, transport: transport)
             let response = try await handler(request, context)
             try await transport.sendResponse(try encode(response), compressed: context.compressResponses)
-        }
+        }.transcodingJSON(Request.self, Response.self)
     }
 
     public static func serverStreaming<Request: Message, Response: Message>(
@@ -71,7 +74,7 @@ public struct ServerMethod: Sendable {
         ServerMethod(descriptor: descriptor, kind: .serverStreaming) { context, transport in
             let request: Request = try await receiveSingleRequest(context: context, transport: transport)
             try await handler(request, ResponseWriter(transport: transport, context: context), context)
-        }
+        }.transcodingJSON(Request.self, Response.self)
     }
 
     public static func clientStreaming<Request: Message, Response: Message>(
@@ -81,7 +84,7 @@ public struct ServerMethod: Sendable {
         ServerMethod(descriptor: descriptor, kind: .clientStreaming) { context, transport in
             let response = try await handler(RequestStream(transport: transport, context: context), context)
             try await transport.sendResponse(try encode(response), compressed: context.compressResponses)
-        }
+        }.transcodingJSON(Request.self, Response.self)
     }
 
     public static func bidirectionalStreaming<Request: Message, Response: Message>(
@@ -93,7 +96,16 @@ public struct ServerMethod: Sendable {
             try await handler(
                 RequestStream(transport: transport, context: context),
                 ResponseWriter(transport: transport, context: context), context)
-        }
+        }.transcodingJSON(Request.self, Response.self)
+    }
+
+    /// This method with the JSON transcoder of its message types.
+    public func transcodingJSON<Request: Message, Response: Message>(
+        _ request: Request.Type, _ response: Response.Type
+    ) -> ServerMethod {
+        var method = self
+        method.jsonTranscoder = JSONTranscoder(request, response)
+        return method
     }
 }
 

@@ -22,3 +22,13 @@ struct EventLoopCallResponder: ForwardedCallResponder {
         connection.value.continueForwardedCallInTask(streamID: streamID, handler)
     }
 }
+
+extension RPCServerConfiguration.HandlerExecution {
+    /// Where the handlers of a connection on `eventLoop` run (`nil`: the global concurrent executor).
+    func taskExecutor(on eventLoop: any EventLoop) -> (any TaskExecutor)? {
+        switch self {
+        case .eventLoop: EventLoopTaskExecutor(eventLoop: eventLoop)
+        case .globalConcurrentExecutor: nil
+        }
+    }
+}

@@ -11,7 +11,8 @@ struct RPCRouter: Sendable {
     let interceptors: [any ServerInterceptor]
 }
 
-/// A gRPC server: SwiftNIO accepts connections, each served by an nghttp2 session (h2c, or TLS with ALPN h2).
+/// A gRPC server: SwiftNIO accepts connections, each served by an nghttp2 session (h2c, or TLS with ALPN h2); with
+/// ``RPCServerConfiguration/web`` also gRPC-Web and Connect calls, over HTTP/2 and (without TLS) HTTP/1.1.
 ///
 /// ```swift
 /// let server = RPCServer(configuration: .init(port: 7072), services: [HabitsService(...), HealthService(...)], logger: logger)
@@ -101,6 +102,11 @@ public final class RPCServer: Sendable {
     ) throws {
         if let tlsContext {
             try channel.pipeline.syncOperations.addHandler(TLSHandler(context: tlsContext))
+        } else if let web = configuration.web {
+            // HTTP/1.1 next to HTTP/2 on the same port, for browsers on plaintext localhost.
+            try channel.pipeline.syncOperations.addHandler(
+                HTTPVersionSniffer(router: router, configuration: configuration, web: web, logger: logger))
+            return
         }
         try channel.pipeline.syncOperations.addHandler(
             ServerConnectionHandler(router: router, configuration: configuration, logger: logger, eventLoop: channel.eventLoop))

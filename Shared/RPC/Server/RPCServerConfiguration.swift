@@ -1,4 +1,5 @@
 public import HabitFlowHTTP2
+public import HabitFlowRPCWeb
 public import HabitFlowTLS
 
 /// Everything an ``RPCServer`` can be told, with defaults that suit the local stack.
@@ -12,6 +13,11 @@ public struct RPCServerConfiguration: Sendable {
 
     /// HTTP/2 SETTINGS and flow-control windows.
     public var http2: HTTP2Configuration
+
+    /// Web protocols next to native gRPC when set: gRPC-Web and Connect unary (by content type), CORS preflights, and
+    /// HTTP/1.1 on the same port (without TLS; browsers speak HTTP/2 over TLS). `nil` (the default): native gRPC
+    /// only, exactly as without this setting (other content types 415, HTTP/1.1 bytes close the connection).
+    public var web: WebConfiguration?
 
     /// The largest request message accepted, after decompression (gRPC's default is 4 MiB).
     public var maxReceiveMessageSize: Int = 4 << 20

@@ -3,6 +3,7 @@ internal import HabitFlowCompression
 internal import HabitFlowGRPCProtos
 internal import HabitFlowHTTP2
 internal import HabitFlowRPC
+internal import HabitFlowRPCWeb
 internal import HabitFlowTLS
 internal import Logging
 internal import NIOCore
@@ -19,21 +20,21 @@ extension ServerConnectionHandler {
         scheduleFlush()
     }
 
-    enum SendOutcome {
-        case queued
-        /// Queued, but the stream's send queue is above the high watermark: the writer should wait.
-        case queueFull
-        case callEnded
-    }
-
     /// Queues one response message (sending the response headers first if needed).
     func sendResponse(_ payload: ByteBuffer, compressed: Bool, streamID: Int32) -> SendOutcome {
         guard let session, let context, let stream = streams[streamID], !stream.statusSent else { return .callEnded }
-        if !stream.headersSent { sendResponseHeaders(stream, wantsCompression: compressed) }
-        let compress = compressed && stream.responseEncoding == .gzip
-        let body = compress ? Gzip.compress(payload) : payload
         let queuedBefore = session.queuedOutboundBytes(streamID: streamID)
-        session.writeData(framedMessage(body, compressed: compress, allocator: context.channel.allocator), streamID: streamID)
+        if stream.web != nil {
+            let metadata = stream.context.initialMetadata
+            guard writeWebParts(stream, { (encoder) throws(RPCError) in try encoder.message(payload, initialMetadata: metadata) })
+            else { return .callEnded }
+        } else {
+            if !stream.headersSent { sendResponseHeaders(stream, wantsCompression: compressed) }
+            let compress = compressed && stream.responseEncoding == .gzip
+            let body = compress ? Gzip.compress(payload) : payload
+            session.writeData(
+                framedMessage(body, compressed: compress, allocator: context.channel.allocator), streamID: streamID)
+        }
         scheduleFlush()
         let full =
             session.queuedOutboundBytes(streamID: streamID) > configuration.responseQueueHighWatermark
@@ -45,7 +46,10 @@ extension ServerConnectionHandler {
     /// Sends the response headers of a call now, unless they went out already; false once the call has ended.
     func sendInitialMetadata(streamID: Int32) -> Bool {
         guard session != nil, let stream = streams[streamID], !stream.statusSent else { return false }
-        if !stream.headersSent {
+        if stream.web != nil {
+            _ = writeWebParts(stream) { $0.initialMetadata(stream.context.initialMetadata) }
+            scheduleFlush()
+        } else if !stream.headersSent {
             // Announces gzip when the client takes it: each later message is then compressed or not on its own.
             sendResponseHeaders(stream, wantsCompression: true)
             scheduleFlush()
@@ -110,21 +114,10 @@ extension ServerConnectionHandler {
         stream.cancelForwarding = nil
         stream.handlerFinished = true
         guard !stream.statusSent else { return }
-        switch outcome {
-        case .success:
-            sendStatus(stream, code: RPCStatusCode.ok, message: "", details: [], extraTrailers: Metadata())
-        case .failure(let error as RPCError):
-            sendStatus(
-                stream, code: error.code, message: error.message, details: error.details,
-                encodedDetails: error.receivedStatusDetails, extraTrailers: error.trailers)
-        case .failure(is CancellationError):
-            sendStatus(stream, code: RPCStatusCode.cancelled, message: "the call was cancelled", details: [], extraTrailers: Metadata())
-        case .failure(let error):
-            // Other errors may carry internals (SQL, paths): log them, tell the client only that it failed.
-            logger.error(
-                "handler failed", metadata: ["method": "\(stream.context.method)", "error": "\(String(reflecting: error))"])
-            sendStatus(stream, code: RPCStatusCode.unknown, message: "the handler failed with an unexpected error", details: [], extraTrailers: Metadata())
-        }
+        let status = CallStatus(ending: outcome, method: stream.context.method, logger: logger)
+        sendStatus(
+            stream, code: status.code, message: status.message, details: status.details,
+            encodedDetails: status.encodedDetails, extraTrailers: status.trailers)
     }
 
     func armDeadlineTimer(by deadline: NIODeadline) {
@@ -155,6 +148,11 @@ extension ServerConnectionHandler {
         encodedDetails: [UInt8]? = nil, extraTrailers: Metadata
     ) {
         guard let session else { return }
+        if stream.web != nil {
+            return sendWebStatus(
+                stream, CallStatus(code: code, message: message, details: details, encodedDetails: encodedDetails,
+                    trailers: extraTrailers))
+        }
         stream.statusSent = true
         var trailers = stream.context.trailers
         trailers.add(contentsOf: extraTrailers)
@@ -171,7 +169,12 @@ extension ServerConnectionHandler {
             stream.context.initialMetadata.forEachHeaderField { fields.append(.init(name: $0, value: $1, neverIndexed: $2)) }
             try? session.submitResponse(fields + status, streamID: stream.streamID, endStream: true)
         }
-        session.resetAfterEndOfStream(stream.streamID)
+        callEnded(stream)
+    }
+
+    /// After the status went out: the client is told to stop sending, and a parked writer learns the call ended.
+    func callEnded(_ stream: ServerStream) {
+        session?.resetAfterEndOfStream(stream.streamID)
         if let waiter = stream.responseWaiter {
             stream.responseWaiter = nil
             waiter.resume(throwing: RPCError(.cancelled, "the call has ended"))

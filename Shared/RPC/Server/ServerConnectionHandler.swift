@@ -3,6 +3,7 @@ internal import HabitFlowCompression
 internal import HabitFlowGRPCProtos
 internal import HabitFlowHTTP2
 internal import HabitFlowRPC
+internal import HabitFlowRPCWeb
 internal import HabitFlowTLS
 internal import Logging
 internal import NIOCore
@@ -12,7 +13,7 @@ internal import SwiftProtobuf
 /// into calls, runs their handlers, and writes everything the session wants to send, batched per event-loop tick.
 ///
 /// Lives on the channel's event loop; handler tasks reach it through `NIOLoopBound`.
-final class ServerConnectionHandler: ChannelInboundHandler {
+final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection {
     // The class is split by responsibility: channel events and the start of calls here, responses and call ends in
     // `ServerConnectionHandler+Responses.swift`, output, timers and shutdown in `ServerConnectionHandler+Connection.swift`.
 
@@ -77,10 +78,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         self.logger = logger
         self.eventLoop = eventLoop
         self.outputEnabled = configuration.tls == nil
-        switch configuration.handlerExecution {
-        case .eventLoop: self.taskExecutor = EventLoopTaskExecutor(eventLoop: eventLoop)
-        case .globalConcurrentExecutor: self.taskExecutor = nil
-        }
+        self.taskExecutor = configuration.handlerExecution.taskExecutor(on: eventLoop)
     }
 
     var loopBound: NIOLoopBound<ServerConnectionHandler> {
@@ -252,10 +250,15 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         guard context != nil else { return }
         let head = ServerRequestHead(fields)
 
-        guard head.method == "POST" else {
-            return rejectRequest(streamID, httpStatus: "405", RPCError(.internal, "gRPC requires POST, got \(head.method ?? "none")"))
-        }
-        guard head.hasGRPCContentType else {
+        guard head.method == "POST", head.hasGRPCContentType else {
+            // Web protocols (when on) are told apart by method and content type; anything else is refused as before.
+            if let web = configuration.web, startWebCall(streamID: streamID, head: head, web: web, endStream: endStream) {
+                return
+            }
+            guard head.method == "POST" else {
+                return rejectRequest(
+                    streamID, httpStatus: "405", RPCError(.internal, "gRPC requires POST, got \(head.method ?? "none")"))
+            }
             return rejectRequest(
                 streamID, httpStatus: "415",
                 RPCError(.internal, "invalid gRPC request content-type \"\(head.contentType ?? "")\""))
@@ -285,14 +288,26 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             requestEncoding = known == .identity ? nil : known
         }
 
+        openCall(
+            streamID: streamID, method: method, metadata: head.metadata, timeout: timeout, deadline: deadline,
+            requestEncoding: requestEncoding, acceptsGzip: head.acceptsGzip, web: nil, endStream: endStream)
+    }
+
+    /// Opens a call whose request head was accepted (native or web) and queues its handler's start.
+    func openCall(
+        streamID: Int32, method: ServerMethod, metadata: Metadata, timeout: Duration?,
+        deadline: ContinuousClock.Instant?, requestEncoding: MessageEncoding?, acceptsGzip: Bool, web: WebCallCodec?,
+        endStream: Bool
+    ) {
         let callContext = ServerContext(
-            method: method.descriptor, requestMetadata: head.metadata, deadline: deadline, peer: peer)
+            method: method.descriptor, requestMetadata: metadata, deadline: deadline, peer: peer)
         let transport = ServerStreamTransport(
             streamID: streamID, connection: loopBound,
             requestQueueHighWatermark: configuration.requestQueueHighWatermark)
         let stream = ServerStream(
             streamID: streamID, context: callContext, transport: transport, requestEncoding: requestEncoding,
-            acceptsGzip: head.acceptsGzip, maxReceiveMessageSize: configuration.maxReceiveMessageSize)
+            acceptsGzip: acceptsGzip, maxReceiveMessageSize: configuration.maxReceiveMessageSize)
+        stream.web = web
         streams[streamID] = stream
         streamsChanged()
         if endStream { endOfRequests(stream) }
@@ -317,6 +332,8 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         let starts = pendingHandlerStarts
         pendingHandlerStarts.removeAll(keepingCapacity: true)
         for (stream, method) in starts where streams[stream.streamID] === stream && !stream.statusSent {
+            // Web calls too: the forwarder answers through `sendResponse` and `handlerFinished`, which write a web
+            // call's response with its codec (a Connect JSON request was turned into protobuf when its body ended).
             if let forwarder = method.unaryForwarder, let request = stream.transport.takeOnlyRequest() {
                 let responder = EventLoopCallResponder(connection: loopBound, streamID: stream.streamID)
                 if forwarder.forward(request, context: stream.context, responder: responder) { continue }
@@ -331,31 +348,9 @@ final class ServerConnectionHandler: ChannelInboundHandler {
         run: @escaping @Sendable (ServerContext, any ServerCallTransport) async throws -> Void,
         interceptors: [any ServerInterceptor]
     ) {
-        let bound = loopBound
-        let callContext = stream.context
-        let transport = stream.transport
-        let streamID = stream.streamID
-        // `Task.immediate` runs the handler right here, on the event loop, until it first suspends: a call that
-        // never waits (most unary calls once their request is in) completes within this read, with no hop and no
-        // wake-up of another thread. After a suspension it resumes on the preferred executor (the event loop).
-        let task = Task.immediate(executorPreference: taskExecutor) {
-            let outcome: Result<Void, any Error>
-            do {
-                if interceptors.isEmpty {
-                    try await run(callContext, transport)
-                } else {
-                    try await interceptors.run(context: callContext) { try await run(callContext, transport) }
-                }
-                outcome = .success(())
-            } catch {
-                outcome = .failure(error)
-            }
-            if bound.eventLoop.inEventLoop {
-                bound.value.handlerFinished(streamID: streamID, outcome: outcome)
-            } else {
-                bound.eventLoop.execute { bound.value.handlerFinished(streamID: streamID, outcome: outcome) }
-            }
-        }
+        let task = startCallHandler(
+            on: loopBound, streamID: stream.streamID, context: stream.context, transport: stream.transport, run: run,
+            interceptors: interceptors, executor: taskExecutor)
         if !stream.handlerFinished { stream.task = task }
     }
 
@@ -383,6 +378,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
             session.consume(bytes.readableBytes, streamID: streamID)
             return
         }
+        if stream.web != nil { return receiveWebData(bytes, stream: stream) }
         stream.deframer.append(bytes)
         var queued = 0
         do {
@@ -434,6 +430,7 @@ final class ServerConnectionHandler: ChannelInboundHandler {
     func endOfRequests(_ stream: ServerStream) {
         guard !stream.requestsEnded else { return }
         stream.requestsEnded = true
+        if stream.web != nil { return endWebBody(of: stream) }
         guard stream.deframer.isAtMessageBoundary else {
             return failCall(stream, RPCError(.internal, "the request stream ended inside a message (truncated message)"))
         }

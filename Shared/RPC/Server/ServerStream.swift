@@ -1,11 +1,14 @@
 internal import HabitFlowRPC
 internal import NIOCore
 
-/// One call on the connection, owned by the handler (event loop only).
-final class ServerStream {
+/// A call on the HTTP/2 connection.
+typealias ServerStream = ServerCall<ServerConnectionHandler>
+
+/// One call on a connection, owned by the connection's handler (event loop only).
+final class ServerCall<Connection: ServerCallConnection> {
     let streamID: Int32
     let context: ServerContext
-    let transport: ServerStreamTransport
+    let transport: CallTransport<Connection>
     let requestEncoding: MessageEncoding?
     let acceptsGzip: Bool
     var deframer: MessageDeframer
@@ -23,9 +26,11 @@ final class ServerStream {
     var responseWaiter: UnsafeContinuation<Void, any Error>?
     /// Received bytes whose flow-control credit is held back (back-pressure).
     var withheldBytes = 0
+    /// A web call's request decoding and response encoding (`nil` for native gRPC).
+    var web: WebCallCodec?
 
     init(
-        streamID: Int32, context: ServerContext, transport: ServerStreamTransport, requestEncoding: MessageEncoding?,
+        streamID: Int32, context: ServerContext, transport: CallTransport<Connection>, requestEncoding: MessageEncoding?,
         acceptsGzip: Bool, maxReceiveMessageSize: Int
     ) {
         self.streamID = streamID

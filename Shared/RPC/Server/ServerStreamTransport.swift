@@ -2,13 +2,40 @@ internal import HabitFlowLocking
 internal import HabitFlowRPC
 internal import NIOCore
 
-/// The handler's side of one stream: request messages queued by the connection, responses handed back to it.
+/// What a connection that serves calls offers their transports (``CallTransport``), on its event loop: the HTTP/2
+/// connection, and the HTTP/1.1 one that serves web calls.
+protocol ServerCallConnection: AnyObject, SendableMetatype {
+    /// Queues one response message of call `streamID`.
+    func sendResponse(_ payload: ByteBuffer, compressed: Bool, streamID: Int32) -> SendOutcome
+    /// Sends the response headers now; false once the call has ended.
+    func sendInitialMetadata(streamID: Int32) -> Bool
+    /// Parks a writer until the call's send queue drained (or the call ended).
+    func waitForSendQueue(streamID: Int32, continuation: UnsafeContinuation<Void, any Error>)
+    func cancelResponseWaiter(streamID: Int32)
+    /// The handler pulled enough messages: the connection may let the client send more.
+    func releaseRequestCredit(streamID: Int32)
+    /// The handler of call `streamID` returned or threw: the connection sends the status.
+    func handlerFinished(streamID: Int32, outcome: Result<Void, any Error>)
+}
+
+enum SendOutcome {
+    case queued
+    /// Queued, but the call's send queue is above the high watermark: the writer should wait.
+    case queueFull
+    case callEnded
+}
+
+/// The transport of the HTTP/2 connection's calls.
+typealias ServerStreamTransport = CallTransport<ServerConnectionHandler>
+
+/// The handler's side of one call: request messages queued by the connection, responses handed back to it.
 ///
 /// The connection (on its event loop) pushes messages in; the handler task, wherever it runs, pulls them. Sending
-/// hops to the event loop, and suspends while the stream's send queue is above the high watermark.
-final class ServerStreamTransport: ServerCallTransport {
+/// hops to the event loop, and suspends while the call's send queue is above the high watermark. Generic over the
+/// connection (not an existential), so the HTTP/2 path calls its connection directly.
+final class CallTransport<Connection: ServerCallConnection>: ServerCallTransport {
     let streamID: Int32
-    let connection: NIOLoopBound<ServerConnectionHandler>
+    let connection: NIOLoopBound<Connection>
     private let lowWatermark: Int
     private let state: Locked<State>
 
@@ -21,7 +48,7 @@ final class ServerStreamTransport: ServerCallTransport {
         var creditWithheld = false
     }
 
-    init(streamID: Int32, connection: NIOLoopBound<ServerConnectionHandler>, requestQueueHighWatermark: Int) {
+    init(streamID: Int32, connection: NIOLoopBound<Connection>, requestQueueHighWatermark: Int) {
         self.streamID = streamID
         self.connection = connection
         self.lowWatermark = max(requestQueueHighWatermark / 2, 1)
@@ -85,12 +112,6 @@ final class ServerStreamTransport: ServerCallTransport {
 
     func nextRequest() async throws -> ReceivedMessage? {
         // Fast path: a message is already queued (always the case for unary calls).
-        enum Immediate {
-            case message(ReceivedMessage, releaseCredit: Bool)
-            case end
-            case failure(any Error)
-            case wait
-        }
         let immediate = state.withLock { state -> Immediate in
             if let failure = state.failure { return .failure(failure) }
             if let message = state.messages.popFirst() {
@@ -185,4 +206,12 @@ final class ServerStreamTransport: ServerCallTransport {
         let streamID = self.streamID
         connection.eventLoop.executeOrRunNow { connection.value.releaseRequestCredit(streamID: streamID) }
     }
+}
+
+/// What ``CallTransport/nextRequest()`` finds in the queue without waiting (not nested: the transport is generic).
+private enum Immediate {
+    case message(ReceivedMessage, releaseCredit: Bool)
+    case end
+    case failure(any Error)
+    case wait
 }

@@ -29,6 +29,26 @@ public enum Habitflow_Auth_V1_AuthService {
         public static let all: [MethodDescriptor] = [register, login, refresh, logout, logoutEverywhere, listSessions, revokeSession, getProfile, updateProfile, changePassword, requestPasswordReset, confirmPasswordReset, requestEmailChange, confirmEmailChange, deleteAccount, socialLogin]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "Register": JSONTranscoder(Habitflow_Auth_V1_RegisterRequest.self, Habitflow_Auth_V1_RegisterResponse.self),
+        "Login": JSONTranscoder(Habitflow_Auth_V1_LoginRequest.self, Habitflow_Auth_V1_LoginResponse.self),
+        "Refresh": JSONTranscoder(Habitflow_Auth_V1_RefreshRequest.self, Habitflow_Auth_V1_RefreshResponse.self),
+        "Logout": JSONTranscoder(Habitflow_Auth_V1_LogoutRequest.self, Habitflow_Auth_V1_LogoutResponse.self),
+        "LogoutEverywhere": JSONTranscoder(Habitflow_Auth_V1_LogoutEverywhereRequest.self, Habitflow_Auth_V1_LogoutEverywhereResponse.self),
+        "ListSessions": JSONTranscoder(Habitflow_Auth_V1_ListSessionsRequest.self, Habitflow_Auth_V1_ListSessionsResponse.self),
+        "RevokeSession": JSONTranscoder(Habitflow_Auth_V1_RevokeSessionRequest.self, Habitflow_Auth_V1_RevokeSessionResponse.self),
+        "GetProfile": JSONTranscoder(Habitflow_Auth_V1_GetProfileRequest.self, Habitflow_Auth_V1_User.self),
+        "UpdateProfile": JSONTranscoder(Habitflow_Auth_V1_UpdateProfileRequest.self, Habitflow_Auth_V1_User.self),
+        "ChangePassword": JSONTranscoder(Habitflow_Auth_V1_ChangePasswordRequest.self, Habitflow_Auth_V1_ChangePasswordResponse.self),
+        "RequestPasswordReset": JSONTranscoder(Habitflow_Auth_V1_RequestPasswordResetRequest.self, Habitflow_Auth_V1_RequestPasswordResetResponse.self),
+        "ConfirmPasswordReset": JSONTranscoder(Habitflow_Auth_V1_ConfirmPasswordResetRequest.self, Habitflow_Auth_V1_ConfirmPasswordResetResponse.self),
+        "RequestEmailChange": JSONTranscoder(Habitflow_Auth_V1_RequestEmailChangeRequest.self, Habitflow_Auth_V1_RequestEmailChangeResponse.self),
+        "ConfirmEmailChange": JSONTranscoder(Habitflow_Auth_V1_ConfirmEmailChangeRequest.self, Habitflow_Auth_V1_ConfirmEmailChangeResponse.self),
+        "DeleteAccount": JSONTranscoder(Habitflow_Auth_V1_DeleteAccountRequest.self, Habitflow_Auth_V1_DeleteAccountResponse.self),
+        "SocialLogin": JSONTranscoder(Habitflow_Auth_V1_SocialLoginRequest.self, Habitflow_Auth_V1_SocialLoginResponse.self),
+    ]
+
     /// Implement this to serve habitflow.auth.v1.AuthService.
     public protocol Handler: RPCService {
         /// Creates an account with email and password and signs it in on the calling device. ALREADY_EXISTS when the

@@ -18,6 +18,15 @@ public enum Habitflow_Auth_V1_AuthInternal {
         public static let all: [MethodDescriptor] = [getVerificationKeys, checkSession, lookupUsers, getUsers, exportUser]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "GetVerificationKeys": JSONTranscoder(Habitflow_Auth_V1_GetVerificationKeysRequest.self, Habitflow_Auth_V1_GetVerificationKeysResponse.self),
+        "CheckSession": JSONTranscoder(Habitflow_Auth_V1_CheckSessionRequest.self, Habitflow_Auth_V1_CheckSessionResponse.self),
+        "LookupUsers": JSONTranscoder(Habitflow_Auth_V1_LookupUsersRequest.self, Habitflow_Auth_V1_LookupUsersResponse.self),
+        "GetUsers": JSONTranscoder(Habitflow_Auth_V1_GetUsersRequest.self, Habitflow_Auth_V1_GetUsersResponse.self),
+        "ExportUser": JSONTranscoder(Habitflow_Auth_V1_ExportUserRequest.self, Habitflow_Auth_V1_ExportUserResponse.self),
+    ]
+
     /// Implement this to serve habitflow.auth.v1.AuthInternal.
     public protocol Handler: RPCService {
         /// The public keys that verify access tokens, with their key ids (the JWT `kid`): the key signing now, keys

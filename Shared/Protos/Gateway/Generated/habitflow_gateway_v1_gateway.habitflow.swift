@@ -16,6 +16,13 @@ public enum Habitflow_Gateway_V1_GatewayService {
         public static let all: [MethodDescriptor] = [getDashboard, exportMyData, watchChanges]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "GetDashboard": JSONTranscoder(Habitflow_Gateway_V1_GetDashboardRequest.self, Habitflow_Gateway_V1_Dashboard.self),
+        "ExportMyData": JSONTranscoder(Habitflow_Gateway_V1_ExportMyDataRequest.self, Habitflow_Gateway_V1_ExportMyDataChunk.self),
+        "WatchChanges": JSONTranscoder(Habitflow_Gateway_V1_WatchChangesRequest.self, Habitflow_Gateway_V1_WatchChangesResponse.self),
+    ]
+
     /// Implement this to serve habitflow.gateway.v1.GatewayService.
     public protocol Handler: RPCService {
         /// The overview of the caller's current week (seed 004 §3.6): weekly score, each habit's "X/Y" and the category

@@ -16,6 +16,13 @@ public enum Habitflow_Goals_V1_GoalsInternal {
         public static let all: [MethodDescriptor] = [listActiveGoals, exportUser, purgeUser]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "ListActiveGoals": JSONTranscoder(Habitflow_Goals_V1_ListActiveGoalsRequest.self, Habitflow_Goals_V1_ListActiveGoalsResponse.self),
+        "ExportUser": JSONTranscoder(Habitflow_Goals_V1_ExportUserRequest.self, Habitflow_Goals_V1_ExportUserResponse.self),
+        "PurgeUser": JSONTranscoder(Habitflow_Goals_V1_PurgeUserRequest.self, Habitflow_Goals_V1_PurgeUserResponse.self),
+    ]
+
     /// Implement this to serve habitflow.goals.v1.GoalsInternal.
     public protocol Handler: RPCService {
         /// The user's goals that are active or paused and have not ended, with progress, in ListGoals' order (at most 10,

@@ -44,6 +44,41 @@ public enum Habitflow_Goals_V1_GoalsService {
         public static let all: [MethodDescriptor] = [createGoal, getGoal, listGoals, updateGoal, pauseGoal, resumeGoal, completeGoal, archiveGoal, restoreGoal, deleteGoal, linkHabit, unlinkHabit, addAssessment, listAssessments, deleteAssessment, createReview, updateReview, deleteReview, listReviews, getCategoryRatings, getGoalHistory, createTask, updateTask, completeTask, uncompleteTask, deleteTask, listTasks, listChanges, getPlanningView, listSuggestions, listReflectionPrompts]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "CreateGoal": JSONTranscoder(Habitflow_Goals_V1_CreateGoalRequest.self, Habitflow_Goals_V1_Goal.self),
+        "GetGoal": JSONTranscoder(Habitflow_Goals_V1_GetGoalRequest.self, Habitflow_Goals_V1_Goal.self),
+        "ListGoals": JSONTranscoder(Habitflow_Goals_V1_ListGoalsRequest.self, Habitflow_Goals_V1_ListGoalsResponse.self),
+        "UpdateGoal": JSONTranscoder(Habitflow_Goals_V1_UpdateGoalRequest.self, Habitflow_Goals_V1_Goal.self),
+        "PauseGoal": JSONTranscoder(Habitflow_Goals_V1_PauseGoalRequest.self, Habitflow_Goals_V1_Goal.self),
+        "ResumeGoal": JSONTranscoder(Habitflow_Goals_V1_ResumeGoalRequest.self, Habitflow_Goals_V1_Goal.self),
+        "CompleteGoal": JSONTranscoder(Habitflow_Goals_V1_CompleteGoalRequest.self, Habitflow_Goals_V1_Goal.self),
+        "ArchiveGoal": JSONTranscoder(Habitflow_Goals_V1_ArchiveGoalRequest.self, Habitflow_Goals_V1_Goal.self),
+        "RestoreGoal": JSONTranscoder(Habitflow_Goals_V1_RestoreGoalRequest.self, Habitflow_Goals_V1_Goal.self),
+        "DeleteGoal": JSONTranscoder(Habitflow_Goals_V1_DeleteGoalRequest.self, Habitflow_Goals_V1_DeleteGoalResponse.self),
+        "LinkHabit": JSONTranscoder(Habitflow_Goals_V1_LinkHabitRequest.self, Habitflow_Goals_V1_Goal.self),
+        "UnlinkHabit": JSONTranscoder(Habitflow_Goals_V1_UnlinkHabitRequest.self, Habitflow_Goals_V1_Goal.self),
+        "AddAssessment": JSONTranscoder(Habitflow_Goals_V1_AddAssessmentRequest.self, Habitflow_Goals_V1_Assessment.self),
+        "ListAssessments": JSONTranscoder(Habitflow_Goals_V1_ListAssessmentsRequest.self, Habitflow_Goals_V1_ListAssessmentsResponse.self),
+        "DeleteAssessment": JSONTranscoder(Habitflow_Goals_V1_DeleteAssessmentRequest.self, Habitflow_Goals_V1_DeleteAssessmentResponse.self),
+        "CreateReview": JSONTranscoder(Habitflow_Goals_V1_CreateReviewRequest.self, Habitflow_Goals_V1_Review.self),
+        "UpdateReview": JSONTranscoder(Habitflow_Goals_V1_UpdateReviewRequest.self, Habitflow_Goals_V1_Review.self),
+        "DeleteReview": JSONTranscoder(Habitflow_Goals_V1_DeleteReviewRequest.self, Habitflow_Goals_V1_DeleteReviewResponse.self),
+        "ListReviews": JSONTranscoder(Habitflow_Goals_V1_ListReviewsRequest.self, Habitflow_Goals_V1_ListReviewsResponse.self),
+        "GetCategoryRatings": JSONTranscoder(Habitflow_Goals_V1_GetCategoryRatingsRequest.self, Habitflow_Goals_V1_GetCategoryRatingsResponse.self),
+        "GetGoalHistory": JSONTranscoder(Habitflow_Goals_V1_GetGoalHistoryRequest.self, Habitflow_Goals_V1_GetGoalHistoryResponse.self),
+        "CreateTask": JSONTranscoder(Habitflow_Goals_V1_CreateTaskRequest.self, Habitflow_Goals_V1_Task.self),
+        "UpdateTask": JSONTranscoder(Habitflow_Goals_V1_UpdateTaskRequest.self, Habitflow_Goals_V1_Task.self),
+        "CompleteTask": JSONTranscoder(Habitflow_Goals_V1_CompleteTaskRequest.self, Habitflow_Goals_V1_Task.self),
+        "UncompleteTask": JSONTranscoder(Habitflow_Goals_V1_UncompleteTaskRequest.self, Habitflow_Goals_V1_Task.self),
+        "DeleteTask": JSONTranscoder(Habitflow_Goals_V1_DeleteTaskRequest.self, Habitflow_Goals_V1_DeleteTaskResponse.self),
+        "ListTasks": JSONTranscoder(Habitflow_Goals_V1_ListTasksRequest.self, Habitflow_Goals_V1_ListTasksResponse.self),
+        "ListChanges": JSONTranscoder(Habitflow_Goals_V1_ListChangesRequest.self, Habitflow_Goals_V1_ListChangesResponse.self),
+        "GetPlanningView": JSONTranscoder(Habitflow_Goals_V1_GetPlanningViewRequest.self, Habitflow_Goals_V1_PlanningView.self),
+        "ListSuggestions": JSONTranscoder(Habitflow_Goals_V1_ListSuggestionsRequest.self, Habitflow_Goals_V1_ListSuggestionsResponse.self),
+        "ListReflectionPrompts": JSONTranscoder(Habitflow_Goals_V1_ListReflectionPromptsRequest.self, Habitflow_Goals_V1_ListReflectionPromptsResponse.self),
+    ]
+
     /// Implement this to serve habitflow.goals.v1.GoalsService.
     public protocol Handler: RPCService {
         /// Creates a goal, with its first links when habit_ids is set. FAILED_PRECONDITION when the user has 10 active or

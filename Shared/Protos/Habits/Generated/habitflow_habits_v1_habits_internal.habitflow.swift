@@ -20,6 +20,17 @@ public enum Habitflow_Habits_V1_HabitsInternal {
         public static let all: [MethodDescriptor] = [aggregateEntries, lookupHabits, setUnitHolds, getWeeklyScores, purgeUser, importEntries, exportUser]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "AggregateEntries": JSONTranscoder(Habitflow_Habits_V1_AggregateEntriesRequest.self, Habitflow_Habits_V1_AggregateEntriesResponse.self),
+        "LookupHabits": JSONTranscoder(Habitflow_Habits_V1_LookupHabitsRequest.self, Habitflow_Habits_V1_LookupHabitsResponse.self),
+        "SetUnitHolds": JSONTranscoder(Habitflow_Habits_V1_SetUnitHoldsRequest.self, Habitflow_Habits_V1_SetUnitHoldsResponse.self),
+        "GetWeeklyScores": JSONTranscoder(Habitflow_Habits_V1_GetWeeklyScoresRequest.self, Habitflow_Habits_V1_GetWeeklyScoresResponse.self),
+        "PurgeUser": JSONTranscoder(Habitflow_Habits_V1_PurgeUserRequest.self, Habitflow_Habits_V1_PurgeUserResponse.self),
+        "ImportEntries": JSONTranscoder(Habitflow_Habits_V1_ImportEntriesRequest.self, Habitflow_Habits_V1_ImportEntriesResponse.self),
+        "ExportUser": JSONTranscoder(Habitflow_Habits_V1_ExportUserRequest.self, Habitflow_Habits_V1_ExportUserResponse.self),
+    ]
+
     /// Implement this to serve habitflow.habits.v1.HabitsInternal.
     public protocol Handler: RPCService {
         /// Entries of some of a user's habits (deleted habits included) in a date range, counted and summed per habit and

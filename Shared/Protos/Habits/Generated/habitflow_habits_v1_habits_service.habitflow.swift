@@ -29,6 +29,26 @@ public enum Habitflow_Habits_V1_HabitsService {
         public static let all: [MethodDescriptor] = [listCategories, createCategory, renameCategory, reorderCategories, deleteCategory, createHabit, getHabit, listHabits, updateHabit, deleteHabit, markHabitDone, markHabitNotDone, listEntries, getWeek, getScoreHistory, listChanges]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "ListCategories": JSONTranscoder(Habitflow_Habits_V1_ListCategoriesRequest.self, Habitflow_Habits_V1_ListCategoriesResponse.self),
+        "CreateCategory": JSONTranscoder(Habitflow_Habits_V1_CreateCategoryRequest.self, Habitflow_Habits_V1_Category.self),
+        "RenameCategory": JSONTranscoder(Habitflow_Habits_V1_RenameCategoryRequest.self, Habitflow_Habits_V1_Category.self),
+        "ReorderCategories": JSONTranscoder(Habitflow_Habits_V1_ReorderCategoriesRequest.self, Habitflow_Habits_V1_ListCategoriesResponse.self),
+        "DeleteCategory": JSONTranscoder(Habitflow_Habits_V1_DeleteCategoryRequest.self, Habitflow_Habits_V1_Category.self),
+        "CreateHabit": JSONTranscoder(Habitflow_Habits_V1_CreateHabitRequest.self, Habitflow_Habits_V1_Habit.self),
+        "GetHabit": JSONTranscoder(Habitflow_Habits_V1_GetHabitRequest.self, Habitflow_Habits_V1_Habit.self),
+        "ListHabits": JSONTranscoder(Habitflow_Habits_V1_ListHabitsRequest.self, Habitflow_Habits_V1_ListHabitsResponse.self),
+        "UpdateHabit": JSONTranscoder(Habitflow_Habits_V1_UpdateHabitRequest.self, Habitflow_Habits_V1_Habit.self),
+        "DeleteHabit": JSONTranscoder(Habitflow_Habits_V1_DeleteHabitRequest.self, Habitflow_Habits_V1_Habit.self),
+        "MarkHabitDone": JSONTranscoder(Habitflow_Habits_V1_MarkHabitDoneRequest.self, Habitflow_Habits_V1_Entry.self),
+        "MarkHabitNotDone": JSONTranscoder(Habitflow_Habits_V1_MarkHabitNotDoneRequest.self, Habitflow_Habits_V1_MarkHabitNotDoneResponse.self),
+        "ListEntries": JSONTranscoder(Habitflow_Habits_V1_ListEntriesRequest.self, Habitflow_Habits_V1_ListEntriesResponse.self),
+        "GetWeek": JSONTranscoder(Habitflow_Habits_V1_GetWeekRequest.self, Habitflow_Habits_V1_WeekView.self),
+        "GetScoreHistory": JSONTranscoder(Habitflow_Habits_V1_GetScoreHistoryRequest.self, Habitflow_Habits_V1_GetScoreHistoryResponse.self),
+        "ListChanges": JSONTranscoder(Habitflow_Habits_V1_ListChangesRequest.self, Habitflow_Habits_V1_ListChangesResponse.self),
+    ]
+
     /// Implement this to serve habitflow.habits.v1.HabitsService.
     public protocol Handler: RPCService {
         /// The user's live categories in display order (at most 10, so not paginated).

@@ -17,6 +17,14 @@ public enum Habitflow_Social_V1_SocialInternal {
         public static let all: [MethodDescriptor] = [getPartnership, getLeaderboardTop, exportUser, purgeUser]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "GetPartnership": JSONTranscoder(Habitflow_Social_V1_GetPartnershipRequest.self, Habitflow_Social_V1_GetPartnershipResponse.self),
+        "GetLeaderboardTop": JSONTranscoder(Habitflow_Social_V1_GetLeaderboardTopRequest.self, Habitflow_Social_V1_GetLeaderboardTopResponse.self),
+        "ExportUser": JSONTranscoder(Habitflow_Social_V1_ExportUserRequest.self, Habitflow_Social_V1_ExportUserResponse.self),
+        "PurgeUser": JSONTranscoder(Habitflow_Social_V1_PurgeUserRequest.self, Habitflow_Social_V1_PurgeUserResponse.self),
+    ]
+
     /// Implement this to serve habitflow.social.v1.SocialInternal.
     public protocol Handler: RPCService {
         /// The user's partnership now; `found` is false when they have none.

@@ -30,6 +30,27 @@ public enum Habitflow_Social_V1_SocialService {
         public static let all: [MethodDescriptor] = [sendFriendRequest, listRequests, acceptRequest, declineRequest, cancelRequest, listFriends, removeFriend, blockUser, unblockUser, listBlockedUsers, sendPartnerRequest, getPartner, endPartnership, getSharingSettings, updateSharingSettings, getLeaderboard, listChanges]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "SendFriendRequest": JSONTranscoder(Habitflow_Social_V1_SendFriendRequestRequest.self, Habitflow_Social_V1_Request.self),
+        "ListRequests": JSONTranscoder(Habitflow_Social_V1_ListRequestsRequest.self, Habitflow_Social_V1_ListRequestsResponse.self),
+        "AcceptRequest": JSONTranscoder(Habitflow_Social_V1_AcceptRequestRequest.self, Habitflow_Social_V1_Request.self),
+        "DeclineRequest": JSONTranscoder(Habitflow_Social_V1_DeclineRequestRequest.self, Habitflow_Social_V1_Request.self),
+        "CancelRequest": JSONTranscoder(Habitflow_Social_V1_CancelRequestRequest.self, Habitflow_Social_V1_Request.self),
+        "ListFriends": JSONTranscoder(Habitflow_Social_V1_ListFriendsRequest.self, Habitflow_Social_V1_ListFriendsResponse.self),
+        "RemoveFriend": JSONTranscoder(Habitflow_Social_V1_RemoveFriendRequest.self, Habitflow_Social_V1_RemoveFriendResponse.self),
+        "BlockUser": JSONTranscoder(Habitflow_Social_V1_BlockUserRequest.self, Habitflow_Social_V1_BlockUserResponse.self),
+        "UnblockUser": JSONTranscoder(Habitflow_Social_V1_UnblockUserRequest.self, Habitflow_Social_V1_UnblockUserResponse.self),
+        "ListBlockedUsers": JSONTranscoder(Habitflow_Social_V1_ListBlockedUsersRequest.self, Habitflow_Social_V1_ListBlockedUsersResponse.self),
+        "SendPartnerRequest": JSONTranscoder(Habitflow_Social_V1_SendPartnerRequestRequest.self, Habitflow_Social_V1_Request.self),
+        "GetPartner": JSONTranscoder(Habitflow_Social_V1_GetPartnerRequest.self, Habitflow_Social_V1_Partnership.self),
+        "EndPartnership": JSONTranscoder(Habitflow_Social_V1_EndPartnershipRequest.self, Habitflow_Social_V1_EndPartnershipResponse.self),
+        "GetSharingSettings": JSONTranscoder(Habitflow_Social_V1_GetSharingSettingsRequest.self, Habitflow_Social_V1_SharingSettings.self),
+        "UpdateSharingSettings": JSONTranscoder(Habitflow_Social_V1_UpdateSharingSettingsRequest.self, Habitflow_Social_V1_SharingSettings.self),
+        "GetLeaderboard": JSONTranscoder(Habitflow_Social_V1_GetLeaderboardRequest.self, Habitflow_Social_V1_Leaderboard.self),
+        "ListChanges": JSONTranscoder(Habitflow_Social_V1_ListChangesRequest.self, Habitflow_Social_V1_ListChangesResponse.self),
+    ]
+
     /// Implement this to serve habitflow.social.v1.SocialService.
     public protocol Handler: RPCService {
         /// Asks someone, by email or username, to be friends. The answer is the same whether or not an account has that

@@ -15,6 +15,12 @@ public enum Grpc_Health_V1_Health {
         public static let all: [MethodDescriptor] = [check, watch]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "Check": JSONTranscoder(Grpc_Health_V1_HealthCheckRequest.self, Grpc_Health_V1_HealthCheckResponse.self),
+        "Watch": JSONTranscoder(Grpc_Health_V1_HealthCheckRequest.self, Grpc_Health_V1_HealthCheckResponse.self),
+    ]
+
     /// Implement this to serve grpc.health.v1.Health.
     public protocol Handler: RPCService {
         /// The current status; NOT_FOUND for a service the server does not know.

@@ -14,6 +14,11 @@ public enum Grpc_Reflection_V1_ServerReflection {
         public static let all: [MethodDescriptor] = [serverReflectionInfo]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "ServerReflectionInfo": JSONTranscoder(Grpc_Reflection_V1_ServerReflectionRequest.self, Grpc_Reflection_V1_ServerReflectionResponse.self),
+    ]
+
     /// Implement this to serve grpc.reflection.v1.ServerReflection.
     public protocol Handler: RPCService {
         func serverReflectionInfo(requests: RequestStream<Grpc_Reflection_V1_ServerReflectionRequest>, responses: ResponseWriter<Grpc_Reflection_V1_ServerReflectionResponse>, context: ServerContext) async throws

@@ -5,6 +5,7 @@ import SwiftProtobufPluginLibrary
 ///     enum <Prefix><Service> {
 ///         static let name
 ///         enum Method { static let <rpc>: MethodDescriptor …; static let all }
+///         static let jsonTranscoders (by rpc name: what a proxy that forwards raw bytes needs for JSON clients)
 ///         protocol Handler: RPCService { one typed requirement per rpc }
 ///         struct Client { one typed method per rpc (plus `…WithMetadata` for single responses) }
 ///     }
@@ -37,6 +38,8 @@ struct ServiceEmitter {
             printer.print("\(access) static let name = \(quoted(service.fullName))\n", "\n")
             emitMethodDescriptors(into: &printer)
             printer.print("\n")
+            emitJSONTranscoders(into: &printer)
+            printer.print("\n")
             emitHandlerProtocol(into: &printer)
             printer.print("\n")
             emitClient(into: &printer)
@@ -56,6 +59,22 @@ struct ServiceEmitter {
             printer.print("\(access) static let all: [MethodDescriptor] = [\(swiftNames.joined(separator: ", "))]\n")
         }
         printer.print("}\n")
+    }
+
+    /// The message types of every rpc, for a server that forwards the service without its typed handler (the
+    /// gateway) and must still read and write JSON for web clients.
+    private func emitJSONTranscoders(into printer: inout CodePrinter) {
+        printer.print(
+            "/// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).\n",
+            "\(access) static let jsonTranscoders: [String: any MessageJSONTranscoding] = [\n")
+        printer.withIndentation { printer in
+            for method in service.methods {
+                let request = namer.fullName(message: method.inputType)
+                let response = namer.fullName(message: method.outputType)
+                printer.print("\(quoted(method.name)): JSONTranscoder(\(request).self, \(response).self),\n")
+            }
+        }
+        printer.print("]\n")
     }
 
     private func emitHandlerProtocol(into printer: inout CodePrinter) {

@@ -22,6 +22,18 @@ public enum Grpc_Testing_TestService {
         public static let all: [MethodDescriptor] = [emptyCall, unaryCall, cacheableUnaryCall, streamingOutputCall, streamingInputCall, fullDuplexCall, halfDuplexCall, unimplementedCall]
     }
 
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "EmptyCall": JSONTranscoder(Grpc_Testing_Empty.self, Grpc_Testing_Empty.self),
+        "UnaryCall": JSONTranscoder(Grpc_Testing_SimpleRequest.self, Grpc_Testing_SimpleResponse.self),
+        "CacheableUnaryCall": JSONTranscoder(Grpc_Testing_SimpleRequest.self, Grpc_Testing_SimpleResponse.self),
+        "StreamingOutputCall": JSONTranscoder(Grpc_Testing_StreamingOutputCallRequest.self, Grpc_Testing_StreamingOutputCallResponse.self),
+        "StreamingInputCall": JSONTranscoder(Grpc_Testing_StreamingInputCallRequest.self, Grpc_Testing_StreamingInputCallResponse.self),
+        "FullDuplexCall": JSONTranscoder(Grpc_Testing_StreamingOutputCallRequest.self, Grpc_Testing_StreamingOutputCallResponse.self),
+        "HalfDuplexCall": JSONTranscoder(Grpc_Testing_StreamingOutputCallRequest.self, Grpc_Testing_StreamingOutputCallResponse.self),
+        "UnimplementedCall": JSONTranscoder(Grpc_Testing_Empty.self, Grpc_Testing_Empty.self),
+    ]
+
     /// Implement this to serve grpc.testing.TestService.
     public protocol Handler: RPCService {
         /// One empty request followed by one empty response.
@@ -162,6 +174,11 @@ public enum Grpc_Testing_UnimplementedService {
         public static let unimplementedCall = MethodDescriptor(service: "grpc.testing.UnimplementedService", method: "UnimplementedCall")
         public static let all: [MethodDescriptor] = [unimplementedCall]
     }
+
+    /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
+    public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
+        "UnimplementedCall": JSONTranscoder(Grpc_Testing_Empty.self, Grpc_Testing_Empty.self),
+    ]
 
     /// Implement this to serve grpc.testing.UnimplementedService.
     public protocol Handler: RPCService {
