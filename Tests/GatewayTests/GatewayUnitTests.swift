@@ -215,6 +215,57 @@ import Testing
         #expect(unknown?.code == .unavailable)
     }
 
+    @Test func sessionAnswersHoldLongerOnlyWhileEndNoticesAreLive() async throws {
+        let checks = Shared(0)
+        let answer = Shared<SessionChecker.SessionState>(.active)
+        let checker = SessionChecker(checkInterval: .seconds(2), pushedCheckInterval: .seconds(60), grace: .seconds(30)) {
+            _ in
+            checks.update { $0 += 1 }
+            return answer.value
+        }
+        let alice = AuthenticatedCaller(userID: UUID(), sessionID: "a1")
+        let bob = AuthenticatedCaller(userID: UUID(), sessionID: "b1")
+        let start = ContinuousClock.now
+
+        // No notices yet: the short interval.
+        try await checker.requireActive(alice, now: start)
+        try await checker.requireActive(alice, now: start + .seconds(3))
+        #expect(checks.value == 2)
+
+        // Live: answers asked since the stream opened hold for the long interval, older ones do not.
+        checker.noticesOpened(now: start + .seconds(4))
+        try await checker.requireActive(alice, now: start + .seconds(5))
+        #expect(checks.value == 3)
+        try await checker.requireActive(bob, now: start + .seconds(5))
+        try await checker.requireActive(alice, now: start + .seconds(30))
+        try await checker.requireActive(bob, now: start + .seconds(30))
+        #expect(checks.value == 4)
+
+        // A session of Alice's ended: hers is asked again at once (even within the short interval); Bob's holds.
+        checker.sessionsEnded(of: [alice.userID], now: start + .seconds(31))
+        answer.value = .revoked
+        let refused = await #expect(throws: RPCError.self) {
+            try await checker.requireActive(alice, now: start + .seconds(31))
+        }
+        #expect(refused?.errorReason == "SESSION_REVOKED")
+        try await checker.requireActive(bob, now: start + .seconds(31))
+        #expect(checks.value == 5)
+
+        // The stream is down: back to the short interval, and an answer from before it reopened stays short.
+        checker.noticesEnded()
+        answer.value = .active
+        try await checker.requireActive(bob, now: start + .seconds(32))
+        #expect(checks.value == 6)
+        checker.noticesOpened(now: start + .seconds(33))
+        try await checker.requireActive(bob, now: start + .seconds(35))
+        #expect(checks.value == 7)
+        try await checker.requireActive(bob, now: start + .seconds(50))
+        #expect(checks.value == 7)
+        // Past the long interval: asked again.
+        try await checker.requireActive(bob, now: start + .seconds(96))
+        #expect(checks.value == 8)
+    }
+
     @Test func theAccessLogNamesTheRequestTheClientAndTheUser() async throws {
         let records = LogCapture()
         let key = try SigningKey.generate()
