@@ -17,10 +17,11 @@ import Testing
     typealias Clients = GatewayStackTests.Clients
 
     /// A stack whose gateway would trust an answer for ten minutes while the push is live.
-    static func start() async throws -> TestStack {
+    static func start(grace: Duration = .seconds(30)) async throws -> TestStack {
         try await TestStack.start { gateway in
             gateway.sessionCheckInterval = .seconds(2)
             gateway.pushedSessionCheckInterval = .seconds(600)
+            gateway.sessionCheckGrace = grace
         }
     }
 
@@ -129,17 +130,38 @@ import Testing
     @Test func whileAuthIsAwayChecksFallBackToTheShortIntervalAndAMissedRevocationIsRefusedAfterTheReconnect()
         async throws
     {
-        let stack = try await Self.start()
+        // A grace shorter than the phone's last check is old, so that a call admitted without asking shows.
+        let stack = try await Self.start(grace: .seconds(1))
         let clients = Clients(channel: try stack.gatewayChannel())
         let (account, registered) = try await GatewayStackTests.register(clients, device: "phone")
         let phone = GatewayStackTests.bearer(registered.tokens.accessToken)
         let laptop = try await Self.login(clients, account, device: "laptop")
+        let tabletLogin = try await clients.auth.login(
+            .with {
+                $0.email = account.email
+                $0.password = account.password
+                $0.device.deviceName = "tablet"
+            })
+        let tablet = GatewayStackTests.bearer(tabletLogin.tokens.accessToken)
         #expect(try await Self.pushIsLive(clients, phone, auth: stack.auth))
+        _ = try await clients.habits.listHabits(.init(), options: tablet)
 
-        // Auth goes away (its notice stream ends), and the phone's session is revoked meanwhile: its notice is lost.
+        // Auth goes away and its notice stream ends: the phone's answer, 2.4 s old, no longer holds, and auth cannot
+        // be asked.
         let port = stack.auth.port
         await stack.auth.shutdown()
+        #expect(
+            try await eventually(timeout: .seconds(2)) {
+                do {
+                    _ = try await clients.habits.listHabits(.init(), options: phone)
+                    return false
+                } catch let error as RPCError {
+                    return error.code == .unavailable
+                }
+            })
+        // The phone's and the tablet's sessions are revoked meanwhile: their notices are lost.
         try await AuthDatabase.revokeSession(registered.tokens.sessionID)
+        try await AuthDatabase.revokeSession(tabletLogin.tokens.sessionID)
         let auth = try await TestStack.startAuth(port: port, logger: stack.logger)
         // The gateway reaches auth again (ListSessions is served by auth itself).
         #expect(
@@ -148,8 +170,9 @@ import Testing
             })
         // The phone's answer from before the outage is no longer trusted.
         #expect(try await Self.refused(within: .seconds(2), clients, phone))
-        // Subscribed again: answers are trusted for long again.
+        // Subscribed again: answers are trusted for long again, but not the tablet's from the previous stream.
         #expect(try await Self.pushIsLive(clients, laptop, auth: auth))
+        #expect(try await Self.refused(within: .seconds(2), clients, tablet))
 
         await clients.channel.close()
         await stack.gateway.shutdown()
