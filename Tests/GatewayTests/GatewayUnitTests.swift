@@ -452,7 +452,7 @@ import Testing
                 "HABITFLOW_GATEWAY_TLS_CERT": "/c.pem", "HABITFLOW_GATEWAY_TLS_KEY": "/k.pem",
                 "HABITFLOW_GATEWAY_ADDRESS_RATE_LIMIT": "5", "HABITFLOW_GATEWAY_ACCOUNT_RATE_BURST": "7",
                 "HABITFLOW_GATEWAY_DEFAULT_TIMEOUT_MS": "1500", "HABITFLOW_GATEWAY_MAX_MESSAGE_BYTES": "1024",
-                "HABITFLOW_GATEWAY_TOKEN_LEEWAY_MS": "0",
+                "HABITFLOW_GATEWAY_TOKEN_LEEWAY_MS": "0", "HABITFLOW_GATEWAY_SESSION_CHECK_PUSHED_MS": "60000",
             ])
         #expect(configured.tls == .init(certificatePath: "/c.pem", privateKeyPath: "/k.pem"))
         #expect(configured.addressRateLimit.perSecond == 5)
@@ -460,6 +460,8 @@ import Testing
         #expect(configured.defaultTimeout == .milliseconds(1500))
         #expect(configured.maxMessageSize == 1024)
         #expect(configured.tokenLeeway == .zero)
+        #expect(defaults.pushedSessionCheckInterval == .seconds(300))
+        #expect(configured.pushedSessionCheckInterval == .seconds(60))
         #expect(defaults.cors == nil)
         #expect(configured.cors == nil)
 
