@@ -62,14 +62,16 @@ import Testing
         }
     }
 
-    static func login(_ clients: Clients, _ account: TestAccount, device: String) async throws -> CallOptions {
+    static func login(
+        _ clients: Clients, _ account: TestAccount, device: String
+    ) async throws -> (options: CallOptions, sessionID: String) {
         let response = try await clients.auth.login(
             .with {
                 $0.email = account.email
                 $0.password = account.password
                 $0.device.deviceName = device
             })
-        return GatewayStackTests.bearer(response.tokens.accessToken)
+        return (GatewayStackTests.bearer(response.tokens.accessToken), response.tokens.sessionID)
     }
 
     @Test func logoutLogoutEverywhereAndDeletionAreRefusedWithinTwoSecondsDespiteTheLongTrust() async throws {
@@ -77,8 +79,8 @@ import Testing
         let clients = Clients(channel: try stack.gatewayChannel())
         let (account, registered) = try await GatewayStackTests.register(clients, device: "phone")
         let phone = GatewayStackTests.bearer(registered.tokens.accessToken)
-        let laptop = try await Self.login(clients, account, device: "laptop")
-        let tablet = try await Self.login(clients, account, device: "tablet")
+        let laptop = try await Self.login(clients, account, device: "laptop").options
+        let tablet = try await Self.login(clients, account, device: "tablet").options
 
         // The push is live: a call 2.3 s after the last one does not ask auth.
         #expect(try await Self.pushIsLive(clients, phone, auth: stack.auth))
@@ -135,14 +137,8 @@ import Testing
         let clients = Clients(channel: try stack.gatewayChannel())
         let (account, registered) = try await GatewayStackTests.register(clients, device: "phone")
         let phone = GatewayStackTests.bearer(registered.tokens.accessToken)
-        let laptop = try await Self.login(clients, account, device: "laptop")
-        let tabletLogin = try await clients.auth.login(
-            .with {
-                $0.email = account.email
-                $0.password = account.password
-                $0.device.deviceName = "tablet"
-            })
-        let tablet = GatewayStackTests.bearer(tabletLogin.tokens.accessToken)
+        let laptop = try await Self.login(clients, account, device: "laptop").options
+        let (tablet, tabletSessionID) = try await Self.login(clients, account, device: "tablet")
         #expect(try await Self.pushIsLive(clients, phone, auth: stack.auth))
         _ = try await clients.habits.listHabits(.init(), options: tablet)
 
@@ -161,7 +157,7 @@ import Testing
             })
         // The phone's and the tablet's sessions are revoked meanwhile: their notices are lost.
         try await AuthDatabase.revokeSession(registered.tokens.sessionID)
-        try await AuthDatabase.revokeSession(tabletLogin.tokens.sessionID)
+        try await AuthDatabase.revokeSession(tabletSessionID)
         let auth = try await TestStack.startAuth(port: port, logger: stack.logger)
         // The gateway reaches auth again (ListSessions is served by auth itself).
         #expect(
