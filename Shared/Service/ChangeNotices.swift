@@ -7,7 +7,8 @@ public import HabitFlowRPC
 internal import Logging
 
 /// `habitflow.events.v1.ChangeNotices`: tells the gateway which users' data changed, as writes commit, so it can push
-/// their changes to their watchers (`GatewayService/WatchChanges`). Habits, goals and social serve it.
+/// their changes to their watchers (`GatewayService/WatchChanges`). Habits, goals and social serve it; auth serves it
+/// for users whose sessions ended (its `0003_session_end_notices.sql`), which the gateway's session checks follow.
 ///
 /// The service's migration `NNNN_change_notices.sql` makes Postgres `NOTIFY` the user id on
 /// `ChangeNoticeMigrations.channel(schema:)` whenever a write bumps the user's change sequence; one `LISTEN`
@@ -16,12 +17,15 @@ internal import Logging
 /// flag, not a queue: a user who changed ten times while the subscriber was writing is sent once, and a subscriber
 /// that falls more than ``maximumPendingUsers`` behind gets `all_users` instead, so memory stays bounded whatever
 /// the write rate. `all_users` also goes to every subscriber whenever the listener (re)connects, since notifications
-/// sent while it was disconnected are lost, and opens every stream.
+/// sent while it was disconnected are lost, and opens every stream. A stream opens only while the listener listens,
+/// and every stream ends when it loses its connection: an open stream means no notice is being missed (the
+/// gateway's session checks rely on that), and the subscriber comes back for a fresh `all_users`.
 public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handler, Sendable {
     /// Distinct users a subscriber's next message may name; beyond, it says `all_users`.
     public static let maximumPendingUsers = 10_000
 
-    private let subscribers = Locked<(next: Int, all: [Int: Subscriber], draining: Bool)>((0, [:], false))
+    private let subscribers = Locked<(next: Int, all: [Int: Subscriber], draining: Bool, listening: Bool)>(
+        (0, [:], false, false))
 
     /// Listens (for as long as the runtime's service runs) on the channel of the runtime's schema, and ends the
     /// subscribers' streams when a graceful shutdown begins.
@@ -40,10 +44,18 @@ public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handl
 
     /// Hands a listener event to every subscriber.
     func publish(_ event: PostgresNotificationListener.Event) {
-        let subscribers = self.subscribers.withLock { Array($0.all.values) }
+        let subscribers = self.subscribers.withLock { state in
+            switch event {
+            case .listening: state.listening = true
+            case .lost: state.listening = false
+            case .notification: break
+            }
+            return Array(state.all.values)
+        }
         for subscriber in subscribers {
             switch event {
             case .listening: subscriber.markAll()
+            case .lost: subscriber.end()
             case .notification(let notification): subscriber.mark(notification.payload)
             }
         }
@@ -72,6 +84,12 @@ public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handl
         guard let id else { throw RPCError(.unavailable, "the service is shutting down; subscribe again") }
         defer { _ = subscribers.withLock { $0.all.removeValue(forKey: id) } }
         while !Task.isCancelled {
+            // Nothing, not even the opening `all_users`, before the listener listens (``publish(_:)`` wakes us).
+            guard subscribers.withLock({ $0.listening }) else {
+                if subscriber.isEnded { return }
+                await subscriber.wakeup.wait(timeout: .milliseconds(100))
+                continue
+            }
             switch subscriber.take() {
             case .ended: return
             case .notice(let notice): try await responses.write(notice)
@@ -108,6 +126,8 @@ public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handl
             pending.withLock { $0 = ([], true, $0.ended) }
             wakeup.signal()
         }
+
+        var isEnded: Bool { pending.withLock { $0.ended } }
 
         func end() {
             pending.withLock { $0.ended = true }

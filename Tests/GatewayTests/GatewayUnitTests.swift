@@ -215,6 +215,57 @@ import Testing
         #expect(unknown?.code == .unavailable)
     }
 
+    @Test func sessionAnswersHoldLongerOnlyWhileEndNoticesAreLive() async throws {
+        let checks = Shared(0)
+        let answer = Shared<SessionChecker.SessionState>(.active)
+        let checker = SessionChecker(checkInterval: .seconds(2), pushedCheckInterval: .seconds(60), grace: .seconds(30)) {
+            _ in
+            checks.update { $0 += 1 }
+            return answer.value
+        }
+        let alice = AuthenticatedCaller(userID: UUID(), sessionID: "a1")
+        let bob = AuthenticatedCaller(userID: UUID(), sessionID: "b1")
+        let start = ContinuousClock.now
+
+        // No notices yet: the short interval.
+        try await checker.requireActive(alice, now: start)
+        try await checker.requireActive(alice, now: start + .seconds(3))
+        #expect(checks.value == 2)
+
+        // Live: answers asked since the stream opened hold for the long interval, older ones do not.
+        checker.noticesOpened(now: start + .seconds(4))
+        try await checker.requireActive(alice, now: start + .seconds(5))
+        #expect(checks.value == 3)
+        try await checker.requireActive(bob, now: start + .seconds(5))
+        try await checker.requireActive(alice, now: start + .seconds(30))
+        try await checker.requireActive(bob, now: start + .seconds(30))
+        #expect(checks.value == 4)
+
+        // A session of Alice's ended: hers is asked again at once (even within the short interval); Bob's holds.
+        checker.sessionsEnded(of: [alice.userID], now: start + .seconds(31))
+        answer.value = .revoked
+        let refused = await #expect(throws: RPCError.self) {
+            try await checker.requireActive(alice, now: start + .seconds(31))
+        }
+        #expect(refused?.errorReason == "SESSION_REVOKED")
+        try await checker.requireActive(bob, now: start + .seconds(31))
+        #expect(checks.value == 5)
+
+        // The stream is down: back to the short interval, and an answer from before it reopened stays short.
+        checker.noticesEnded()
+        answer.value = .active
+        try await checker.requireActive(bob, now: start + .seconds(32))
+        #expect(checks.value == 6)
+        checker.noticesOpened(now: start + .seconds(33))
+        try await checker.requireActive(bob, now: start + .seconds(35))
+        #expect(checks.value == 7)
+        try await checker.requireActive(bob, now: start + .seconds(50))
+        #expect(checks.value == 7)
+        // Past the long interval: asked again.
+        try await checker.requireActive(bob, now: start + .seconds(96))
+        #expect(checks.value == 8)
+    }
+
     @Test func theAccessLogNamesTheRequestTheClientAndTheUser() async throws {
         let records = LogCapture()
         let key = try SigningKey.generate()
@@ -401,7 +452,7 @@ import Testing
                 "HABITFLOW_GATEWAY_TLS_CERT": "/c.pem", "HABITFLOW_GATEWAY_TLS_KEY": "/k.pem",
                 "HABITFLOW_GATEWAY_ADDRESS_RATE_LIMIT": "5", "HABITFLOW_GATEWAY_ACCOUNT_RATE_BURST": "7",
                 "HABITFLOW_GATEWAY_DEFAULT_TIMEOUT_MS": "1500", "HABITFLOW_GATEWAY_MAX_MESSAGE_BYTES": "1024",
-                "HABITFLOW_GATEWAY_TOKEN_LEEWAY_MS": "0",
+                "HABITFLOW_GATEWAY_TOKEN_LEEWAY_MS": "0", "HABITFLOW_GATEWAY_SESSION_CHECK_PUSHED_MS": "60000",
             ])
         #expect(configured.tls == .init(certificatePath: "/c.pem", privateKeyPath: "/k.pem"))
         #expect(configured.addressRateLimit.perSecond == 5)
@@ -409,6 +460,8 @@ import Testing
         #expect(configured.defaultTimeout == .milliseconds(1500))
         #expect(configured.maxMessageSize == 1024)
         #expect(configured.tokenLeeway == .zero)
+        #expect(defaults.pushedSessionCheckInterval == .seconds(300))
+        #expect(configured.pushedSessionCheckInterval == .seconds(60))
         #expect(defaults.cors == nil)
         #expect(configured.cors == nil)
 

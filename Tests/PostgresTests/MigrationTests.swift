@@ -123,6 +123,7 @@ extension PostgresIntegrationTests {
                 #expect(
                     applied.map(\.fileName) == [
                         "outbox/0001_tables", "outbox/0002_deliveries", "changes/0001_notify_user_changed",
+                        "changes/0002_notify_user_changed_on_delete",
                     ])
                 let table = try await admin.queryRow(
                     "SELECT to_regclass('migration_library_only.outbox_deliveries')::text")
@@ -191,7 +192,8 @@ extension PostgresIntegrationTests {
                     logger: testLogger)
                 #expect(
                     applied.map(\.fileName) == [
-                        "outbox/0002_deliveries", "changes/0001_notify_user_changed", "0003_gadgets.sql",
+                        "outbox/0002_deliveries", "changes/0001_notify_user_changed",
+                        "changes/0002_notify_user_changed_on_delete", "0003_gadgets.sql",
                     ])
                 let recorded = try await pool.query(
                     "SELECT namespace, version, name FROM schema_migrations ORDER BY namespace, version"
@@ -201,8 +203,8 @@ extension PostgresIntegrationTests {
                 }
                 #expect(
                     recorded == [
-                        "/2_widgets", "/3_gadgets", "changes/1_notify_user_changed", "outbox/1_tables",
-                        "outbox/2_deliveries",
+                        "/2_widgets", "/3_gadgets", "changes/1_notify_user_changed",
+                        "changes/2_notify_user_changed_on_delete", "outbox/1_tables", "outbox/2_deliveries",
                     ])
                 let again = try await PostgresMigrations.migrate(
                     service: schema, pool: pool, directory: folder, libraryMigrations: LibraryMigrations.all,

@@ -49,16 +49,7 @@ public struct TestStack: Sendable {
         }
         let habitsTargets = habitsHosts.map { RPCChannelConfiguration.Target(host: "127.0.0.1", port: $0.port) }
 
-        var settings = AuthSettings(keyEncryptionKey: keyEncryptionKey)
-        settings.bcryptCost = 4
-        settings.passwordHashingThreads = 2
-        settings.maintenanceInterval = nil
-        configureAuth(&settings)
-        var authConfiguration = try serviceConfiguration("auth")
-        authConfiguration.serviceAddresses = ["habits": nowhere, "goals": nowhere, "social": nowhere]
-        let auth = try await ServiceHost.start(
-            AuthServiceDefinition.make(settings: settings).withoutOutboxRelay, configuration: authConfiguration,
-            logger: logger)
+        let auth = try await startAuth(port: 0, logger: logger, configure: configureAuth)
         let authTargets = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: auth.port)]
 
         var socialConfiguration = try serviceConfiguration("social")
@@ -96,6 +87,24 @@ public struct TestStack: Sendable {
         configuration.serviceAddresses = ["goals": nowhere, "social": nowhere]
         return try await ServiceHost.start(
             HabitsServiceDefinition.make().withoutOutboxRelay, configuration: configuration, logger: logger)
+    }
+
+    /// An auth host like the stack's (on `port`, 0 for any): to start auth again on the port it had.
+    public static func startAuth(
+        port: Int, logger: Logger, configure: (inout AuthSettings) -> Void = { _ in }
+    ) async throws -> ServiceHost {
+        let nowhere = [RPCChannelConfiguration.Target(host: "127.0.0.1", port: 1)]
+        var settings = AuthSettings(keyEncryptionKey: keyEncryptionKey)
+        settings.bcryptCost = 4
+        settings.passwordHashingThreads = 2
+        settings.maintenanceInterval = nil
+        configure(&settings)
+        var configuration = try serviceConfiguration("auth")
+        configuration.port = port
+        configuration.serviceAddresses = ["habits": nowhere, "goals": nowhere, "social": nowhere]
+        return try await ServiceHost.start(
+            AuthServiceDefinition.make(settings: settings).withoutOutboxRelay, configuration: configuration,
+            logger: logger)
     }
 
     private static func serviceConfiguration(_ service: String) throws -> ServiceConfiguration {

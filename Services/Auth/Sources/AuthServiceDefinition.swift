@@ -3,7 +3,8 @@ public import HabitFlowServiceKit
 
 /// The auth service: accounts, passwords, sessions and tokens, reset, email change, social login, account deletion
 /// (DESIGN.md section 3, Auth). `AuthServiceDefinition.make()` is what `habitflow-auth` runs; tests pass their own
-/// settings (clock, bcrypt cost, SMTP server, providers).
+/// settings (clock, bcrypt cost, SMTP server, providers). `ChangeNotices` tells the gateway whose sessions ended
+/// (migration 0003), so it can trust its cached session checks for longer.
 public enum AuthServiceDefinition {
     /// The events auth publishes and the deployed services that consume them; goals and social join when they land.
     /// Only services that run: each subscriber has its own queue in auth's outbox, kept until it takes it, so one
@@ -42,7 +43,9 @@ public enum AuthServiceDefinition {
             runtime.runInBackground { await mail.run() }
             runtime.runInBackground { await maintenance.run() }
             runtime.onShutdown { await hasher.shutdown() }
-            return [AuthServiceHandler(core: core), AuthInternalHandler(core: core)]
+            return [
+                AuthServiceHandler(core: core), AuthInternalHandler(core: core), try ChangeNoticesService(runtime: runtime),
+            ]
         }
     }
 }

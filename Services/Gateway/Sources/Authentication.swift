@@ -3,6 +3,7 @@ internal import HabitFlowRPC
 internal import HabitFlowTokens
 internal import HabitFlowLocking
 internal import HabitFlowCrypto
+internal import Logging
 
 /// The signed-in user a client call acts for: what the access token says, after the gateway checked it.
 struct AuthenticatedCaller: Sendable, Hashable {
@@ -236,6 +237,11 @@ final class AccessTokenKeys: Sendable {
 /// Whether sessions may still be used, as auth says (`AuthInternal.CheckSession`), remembered for
 /// `checkInterval`: so a revoked session or a deleted account is refused at most that long after the fact, while
 /// a busy session costs auth one call per interval. Concurrent calls of one session share one check.
+///
+/// While auth's session-end notices are live (``noticesOpened(now:)`` to ``noticesEnded()``, fed by
+/// ``follow(_:logger:)``), an answer is trusted for `pushedCheckInterval` instead: auth tells us at once when a user's
+/// session ends (``sessionsEnded(of:now:)``), and that user's answers are asked again. Only answers asked after the
+/// stream opened count, since ends sent while it was down are lost; so whenever it is down, the short interval holds.
 final class SessionChecker: Sendable {
     enum SessionState: Sendable, Equatable {
         case active
@@ -246,6 +252,10 @@ final class SessionChecker: Sendable {
 
     typealias Check = @Sendable (_ caller: AuthenticatedCaller) async throws -> SessionState
 
+    /// The identity the notice subscription is signed with (services refuse `ChangeNotices` to a forwarded client
+    /// call, signed `gateway`).
+    static let caller = "gateway-sessions"
+
     private struct Entry {
         var state: SessionState
         var checkedAt: ContinuousClock.Instant
@@ -254,31 +264,89 @@ final class SessionChecker: Sendable {
     private struct State {
         var entries: [AuthenticatedCaller: Entry] = [:]
         var inFlight: [AuthenticatedCaller: Task<SessionState, any Error>] = [:]
+        /// When the current notice stream opened (or last said `all_users`); nil while there is none.
+        var noticesSince: ContinuousClock.Instant?
+        /// When auth last said a session of the user ended, while the stream is open: older answers are asked again.
+        var endedAt: [UUID: ContinuousClock.Instant] = [:]
     }
 
     private let check: Check
     private let checkInterval: Duration
+    private let pushedCheckInterval: Duration
     private let grace: Duration
     private let maximumEntries: Int
     private let state = Locked(State())
 
-    init(checkInterval: Duration, grace: Duration, maximumEntries: Int = 100_000, check: @escaping Check) {
+    /// - Parameter pushedCheckInterval: how long an answer holds while session-end notices are live (nil: never
+    ///   longer than `checkInterval`).
+    init(
+        checkInterval: Duration, pushedCheckInterval: Duration? = nil, grace: Duration, maximumEntries: Int = 100_000,
+        check: @escaping Check
+    ) {
         self.check = check
         self.checkInterval = checkInterval
+        self.pushedCheckInterval = max(pushedCheckInterval ?? checkInterval, checkInterval)
         self.grace = grace
         self.maximumEntries = maximumEntries
     }
 
-    /// Returns when the caller's session is active; `UNAUTHENTICATED` when it is not, `UNAVAILABLE` when auth cannot
-    /// say and the last answer is older than the grace period.
-    /// The session's state as auth said it less than `checkInterval` ago; `nil` when it has to be asked.
+    /// The session's state as auth said it recently enough (see the type's comment); `nil` when it has to be asked.
     func knownState(of caller: AuthenticatedCaller, now: ContinuousClock.Instant = .now) -> SessionState? {
-        guard let cached = state.withLock({ $0.entries[caller] }), now - cached.checkedAt < checkInterval else {
-            return nil
+        state.withLock { state in
+            guard let cached = state.entries[caller] else { return nil }
+            // A known end is acted on at once, whatever the interval.
+            if let ended = state.endedAt[caller.userID], cached.checkedAt <= ended { return nil }
+            let age = now - cached.checkedAt
+            if age < checkInterval { return cached.state }
+            guard let since = state.noticesSince, cached.checkedAt >= since, age < pushedCheckInterval else {
+                return nil
+            }
+            return cached.state
         }
-        return cached.state
     }
 
+    // MARK: Session-end notices
+
+    /// A notice stream opened, or said `all_users` (auth may have missed ends): only answers from now on are trusted
+    /// for the long interval.
+    func noticesOpened(now: ContinuousClock.Instant = .now) {
+        state.withLock { state in
+            state.noticesSince = now
+            state.endedAt = [:]
+        }
+    }
+
+    /// The notice stream is down: back to the short interval until one opens again (the ends already heard still
+    /// count).
+    func noticesEnded() {
+        state.withLock { $0.noticesSince = nil }
+    }
+
+    /// Auth says a session of each of `users` ended: their answers from before now are asked again.
+    func sessionsEnded(of users: some Sequence<UUID>, now: ContinuousClock.Instant = .now) {
+        let pushedCheckInterval = self.pushedCheckInterval
+        state.withLock { state in
+            for user in users { state.endedAt[user] = now }
+            // A mark older than the long interval only covers answers that are too old anyway.
+            if state.endedAt.count > maximumEntries {
+                state.endedAt = state.endedAt.filter { now - $0.value < pushedCheckInterval }
+                if state.endedAt.count > maximumEntries { (state.noticesSince, state.endedAt) = (now, [:]) }
+            }
+        }
+    }
+
+    /// Follows auth's session-end notices for as long as the task runs.
+    func follow(_ notices: ChangeNoticeSubscription, logger: Logger) async {
+        await notices.follow(logger: logger) { notice in
+            if notice.allUsers { noticesOpened() }
+            sessionsEnded(of: notice.userIds.lazy.compactMap(UUID.init(uuidString:)))
+        } onEnded: {
+            noticesEnded()
+        }
+    }
+
+    /// Returns when the caller's session is active; `UNAUTHENTICATED` when it is not, `UNAVAILABLE` when auth cannot
+    /// say and the last answer is older than the grace period.
     func requireActive(_ caller: AuthenticatedCaller, now: ContinuousClock.Instant = .now) async throws(RPCError) {
         let sessionState: SessionState
         if let known = knownState(of: caller, now: now) {

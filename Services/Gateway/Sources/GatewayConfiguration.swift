@@ -31,6 +31,9 @@ public struct GatewayConfiguration: Sendable {
     /// How long a session's "still active" answer from auth is trusted: a revoked session or a deleted account is
     /// refused at most this long after the fact.
     public var sessionCheckInterval: Duration = .seconds(2)
+    /// How long that answer is trusted instead while auth's session-end notices are live (auth then tells the
+    /// gateway at once when a session ends); whenever they are not, `sessionCheckInterval` holds.
+    public var pushedSessionCheckInterval: Duration = .seconds(300)
     /// While auth cannot be reached, a session last seen active is still accepted for this long (rather than every
     /// call failing); after it, calls fail `UNAVAILABLE`.
     public var sessionCheckGrace: Duration = .seconds(30)
@@ -123,6 +126,9 @@ public struct GatewayConfiguration: Sendable {
         if let value = try reader.positiveNumber("MAX_MESSAGE_BYTES") { configuration.maxMessageSize = Int(value) }
         if let value = try reader.milliseconds("CONNECT_TIMEOUT_MS") { configuration.connectTimeout = value }
         if let value = try reader.milliseconds("SESSION_CHECK_MS") { configuration.sessionCheckInterval = value }
+        if let value = try reader.milliseconds("SESSION_CHECK_PUSHED_MS") {
+            configuration.pushedSessionCheckInterval = value
+        }
         if let value = try reader.milliseconds("SESSION_GRACE_MS") { configuration.sessionCheckGrace = value }
         if let value = try reader.nonNegativeMilliseconds("TOKEN_LEEWAY_MS") { configuration.tokenLeeway = value }
         if let value = try reader.milliseconds("KEY_REFRESH_MS") { configuration.keyRefreshInterval = value }

@@ -49,15 +49,24 @@ public enum GatewayServiceDefinition {
                 configureChannel(&channelConfiguration, configuration: configuration)
             }
         }
-        let authInternal = Habitflow_Auth_V1_AuthInternal.Client(transport: try channel(to: "auth"))
+        let authChannel = try channel(to: "auth")
+        let authInternal = Habitflow_Auth_V1_AuthInternal.Client(transport: authChannel)
         let keys = AccessTokenKeys(refreshInterval: configuration.keyRefreshInterval) {
             try await fetchVerifier(from: authInternal, leeway: configuration.tokenLeeway)
         }
         let sessions = SessionChecker(
-            checkInterval: configuration.sessionCheckInterval, grace: configuration.sessionCheckGrace
+            checkInterval: configuration.sessionCheckInterval,
+            pushedCheckInterval: configuration.pushedSessionCheckInterval, grace: configuration.sessionCheckGrace
         ) { caller in
             try await checkSession(caller, with: authInternal)
         }
+        let sessionEnds = ChangeNoticeSubscription(
+            service: "auth",
+            client: Habitflow_Events_V1_ChangeNotices.Client(
+                transport: authChannel.intercepted(
+                    by: [InternalCredentialClientInterceptor(credential: credential, caller: SessionChecker.caller)])))
+        // Auth's session-end notices let the session check trust its answers for longer (see ``SessionChecker``).
+        runtime.runInBackground { await sessions.follow(sessionEnds, logger: logger) }
 
         let interceptor = GatewayInterceptor(
             logger: logger, rpcMetrics: RPCMetricsInterceptor(registry: runtime.metrics),

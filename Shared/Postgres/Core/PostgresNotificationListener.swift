@@ -16,6 +16,8 @@ public final class PostgresNotificationListener: Sendable {
     public enum Event: Sendable, Hashable {
         /// Connected and listening (first time or after a reconnection).
         case listening
+        /// The connection was lost: notifications are missed until the next `listening`.
+        case lost
         case notification(PostgresNotification)
     }
 
@@ -93,6 +95,7 @@ public final class PostgresNotificationListener: Sendable {
                 logger.warning("notification listener lost its connection", metadata: ["error": "\(error)"])
                 current.close()
                 connection = nil
+                continuation.yield(.lost)
             }
         }
         connection?.close()

@@ -20,8 +20,8 @@ struct ChangeFeed: Sendable {
     let source: ChangeFeedSource
     /// The page after `cursor`, read with `options` (on the user's behalf).
     let list: @Sendable (_ cursor: String, _ options: CallOptions) async throws -> Page
-    /// Opens the service's `ChangeNotices/WatchChangedUsers` stream.
-    let notices: @Sendable () async throws -> ResponseStream<Habitflow_Events_V1_ChangedUsers>
+    /// The service's `ChangeNotices/WatchChangedUsers` stream.
+    let notices: ChangeNoticeSubscription
 
     init<Response: ListChangesPage>(
         _ source: ChangeFeedSource, notices: Habitflow_Events_V1_ChangeNotices.Client,
@@ -34,35 +34,18 @@ struct ChangeFeed: Sendable {
                 listChanges: try Google_Protobuf_Any(message: response), count: response.changeCount,
                 nextCursor: response.nextCursor, hasMore: response.hasMore_p)
         }
-        self.notices = { try await notices.watchChangedUsers(Habitflow_Events_V1_WatchChangedUsersRequest()) }
+        self.notices = ChangeNoticeSubscription(service: source.name, client: notices)
     }
 
-    /// Keeps `hub` told of the service's notices for as long as the task runs: one stream per service for the whole
-    /// gateway, opened again (with a capped backoff) whenever it ends. Each stream starts with `all_users`, which
-    /// marks every watcher: what changed while no stream was open is then read too.
+    /// Keeps `hub` told of the service's notices for as long as the task runs (one stream per service for the whole
+    /// gateway). Each stream starts with `all_users`, which marks every watcher: what changed while no stream was
+    /// open is then read too.
     func follow(into hub: WatchHub, logger: Logger) async {
-        var delay = Self.initialRetryDelay
-        while !Task.isCancelled {
-            do {
-                for try await notice in try await notices() {
-                    delay = Self.initialRetryDelay
-                    if notice.allUsers { hub.changedAll(in: source) }
-                    hub.changed(notice.userIds.lazy.compactMap(UUID.init(uuidString:)), in: source)
-                }
-                logger.debug("change notices ended; subscribing again", metadata: ["service": "\(source.name)"])
-            } catch {
-                if Task.isCancelled { return }
-                logger.warning(
-                    "change notices failed; subscribing again", metadata: ["service": "\(source.name)", "error": "\(error)"])
-            }
-            // Jittered, so gateways that lost the same service do not all come back at the same instant.
-            try? await Task.sleep(for: delay * Double.random(in: 0.75...1.25))
-            delay = min(delay * 2, Self.maximumRetryDelay)
+        await notices.follow(logger: logger) { notice in
+            if notice.allUsers { hub.changedAll(in: source) }
+            hub.changed(notice.userIds.lazy.compactMap(UUID.init(uuidString:)), in: source)
         }
     }
-
-    static let initialRetryDelay: Duration = .milliseconds(100)
-    static let maximumRetryDelay: Duration = .seconds(5)
 }
 
 /// A service's `ListChangesResponse`.
