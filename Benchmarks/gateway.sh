@@ -17,7 +17,7 @@ source "$HABITFLOW_ROOT/Benchmarks/lib/stack.sh"
 cd "$HABITFLOW_ROOT"
 
 "$HABITFLOW_ROOT/scripts/bootstrap" nghttp2-proxy  # nghttpx
-bench_build_release habitflow-auth habitflow-habits habitflow-gateway habitflow-healthcheck
+bench_build_release
 bin=$BENCH_BIN
 log "building gateway-benchmark (release, benchmarks package)"
 swift build -c release --package-path "$HABITFLOW_ROOT/Benchmarks" --product gateway-benchmark \

@@ -16,7 +16,7 @@ source "$HABITFLOW_ROOT/Benchmarks/lib/stack.sh"
 cd "$HABITFLOW_ROOT"
 
 "$HABITFLOW_ROOT/scripts/bootstrap"  # h2load (nghttp2-client) and curl are in the base list
-bench_build_release habitflow-auth habitflow-habits habitflow-gateway habitflow-healthcheck
+bench_build_release
 bin=$BENCH_BIN
 requests=${BENCH_REQUESTS:-30000}
 rounds=${BENCH_ROUNDS:-5}

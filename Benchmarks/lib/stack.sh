@@ -4,11 +4,13 @@
 
 BENCH_LAUNCHER_PID=
 
-# bench_build_release PRODUCT...: builds the executables in release (HABITFLOW_SCRATCH_PATH, default .build-release)
-# and sets BENCH_BIN to the folder that holds them.
+# bench_build_release [PRODUCT...]: builds the five services, habitflow-healthcheck and any PRODUCT in release
+# (HABITFLOW_SCRATCH_PATH, default .build-release) and sets BENCH_BIN to the folder that holds them. All five, because
+# the stack script starts all five: a stale executable would meet migrations newer than its code.
 bench_build_release() {
     local scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release} product
-    for product in "$@"; do
+    for product in habitflow-auth habitflow-habits habitflow-goals habitflow-social habitflow-gateway \
+        habitflow-healthcheck "$@"; do
         log "building $product (release)"
         swift build -c release --product "$product" --scratch-path "$scratch" >&2
     done
