@@ -28,20 +28,33 @@ let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", pac
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
 
+/// A C library as a system-library target (`Shared/CSystem/<name>`), found with pkg-config, installed from Debian.
+func cLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
+    .systemLibrary(name: name, path: "Shared/CSystem/\(name)", pkgConfig: pkgConfig, providers: [.apt([apt])])
+}
+
+/// A library target with the package's Swift settings.
+func library(
+    _ name: String, path: String, exclude: [String] = [], dependencies: [Target.Dependency] = []
+) -> Target {
+    .target(name: name, dependencies: dependencies, path: path, exclude: exclude, swiftSettings: swiftSettings)
+}
+
+/// An executable target with the package's Swift settings.
+func executable(_ name: String, path: String, dependencies: [Target.Dependency]) -> Target {
+    .executableTarget(name: name, dependencies: dependencies, path: path, swiftSettings: swiftSettings)
+}
+
 /// The generated code of one service's API (Schemas/proto/habitflow/<service>, made by scripts/generate-protos):
 /// messages and service protocols, on the RPC core.
 func generatedAPI(name: String, folder: String) -> Target {
-    .target(
-        name: name, dependencies: ["HabitFlowRPC", swiftProtobuf], path: "Shared/Protos/\(folder)/Generated",
-        swiftSettings: swiftSettings)
+    library(name, path: "Shared/Protos/\(folder)/Generated", dependencies: ["HabitFlowRPC", swiftProtobuf])
 }
 
 /// A service's executable: `Services/<folder>/Main/main.swift`, which runs the service library's definition.
 /// (`scripts/stack` and the compose check find the services by the literal `name: "habitflow-<service>"`.)
 func serviceExecutable(name: String, library: String, folder: String) -> Target {
-    .executableTarget(
-        name: name, dependencies: [.target(name: library), "HabitFlowServiceKit"], path: "Services/\(folder)/Main",
-        swiftSettings: swiftSettings)
+    executable(name, path: "Services/\(folder)/Main", dependencies: [.target(name: library), "HabitFlowServiceKit"])
 }
 
 /// The backend's modules exposed for the benchmarks and fuzzing packages (Benchmarks/Package.swift,
@@ -79,285 +92,161 @@ let package = Package(
     targets: [
         // MARK: C libraries (system-library targets, pkg-config + apt providers)
 
-        .systemLibrary(
-            name: "CNGHTTP2",
-            path: "Shared/CSystem/CNGHTTP2",
-            pkgConfig: "libnghttp2",
-            providers: [.apt(["libnghttp2-dev"])]
-        ),
-        .systemLibrary(
-            name: "COpenSSL",
-            path: "Shared/CSystem/COpenSSL",
-            pkgConfig: "openssl",
-            providers: [.apt(["libssl-dev"])]
-        ),
-        .systemLibrary(
-            name: "CLibPQ",
-            path: "Shared/CSystem/CLibPQ",
-            pkgConfig: "libpq",
-            providers: [.apt(["libpq-dev"])]
-        ),
-        .systemLibrary(
-            name: "CLibCrypt",
-            path: "Shared/CSystem/CLibCrypt",
-            pkgConfig: "libxcrypt",
-            providers: [.apt(["libcrypt-dev"])]
-        ),
-
-        .systemLibrary(
-            name: "CZlib",
-            path: "Shared/CSystem/CZlib",
-            pkgConfig: "zlib",
-            providers: [.apt(["zlib1g-dev"])]
-        ),
+        cLibrary("CNGHTTP2", pkgConfig: "libnghttp2", apt: "libnghttp2-dev"),
+        cLibrary("COpenSSL", pkgConfig: "openssl", apt: "libssl-dev"),
+        cLibrary("CLibPQ", pkgConfig: "libpq", apt: "libpq-dev"),
+        cLibrary("CLibCrypt", pkgConfig: "libxcrypt", apt: "libcrypt-dev"),
+        cLibrary("CZlib", pkgConfig: "zlib", apt: "zlib1g-dev"),
 
         // MARK: Safe Swift layers over the C libraries
 
         // A value behind a lock that ThreadSanitizer can see: what every layer uses instead of a bare Mutex.
-        .target(
-            name: "HabitFlowLocking",
-            path: "Shared/Locking",
-            swiftSettings: swiftSettings
-        ),
+        library("HabitFlowLocking", path: "Shared/Locking"),
         // Base64 and base64url, the one codec every layer uses (gRPC metadata, JOSE, page tokens).
-        .target(
-            name: "HabitFlowBase64",
-            path: "Shared/Base64",
-            swiftSettings: swiftSettings
-        ),
+        library("HabitFlowBase64", path: "Shared/Base64"),
 
-        .target(
-            name: "HabitFlowHTTP2",
-            dependencies: ["CNGHTTP2", nioCore],
-            path: "Shared/HTTP2",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "HabitFlowCrypto",
-            dependencies: ["COpenSSL", "CLibCrypt"],
-            path: "Shared/Crypto",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "HabitFlowCompression",
-            dependencies: ["CZlib", nioCore],
-            path: "Shared/Compression",
-            swiftSettings: swiftSettings
-        ),
+        library("HabitFlowHTTP2", path: "Shared/HTTP2", dependencies: ["CNGHTTP2", nioCore]),
+        library("HabitFlowCrypto", path: "Shared/Crypto", dependencies: ["COpenSSL", "CLibCrypt"]),
+        library("HabitFlowCompression", path: "Shared/Compression", dependencies: ["CZlib", nioCore]),
         // Streaming ZIP (deflate through HabitFlowCompression) and RFC 4180 CSV: what a user's data export is made of.
-        .target(
-            name: "HabitFlowArchive",
-            dependencies: ["HabitFlowCompression", "HabitFlowCalendar", nioCore],
-            path: "Shared/Archive",
-            exclude: ["README.md"],
-            swiftSettings: swiftSettings
-        ),
+        library(
+            "HabitFlowArchive", path: "Shared/Archive", exclude: ["README.md"],
+            dependencies: ["HabitFlowCompression", "HabitFlowCalendar", nioCore]),
         // Calendar dates, ISO weeks and users' time zones: what "today" and "this week" mean for a user.
-        .target(
-            name: "HabitFlowCalendar",
-            dependencies: ["HabitFlowLocking"],
-            path: "Shared/Calendar",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "HabitFlowPostgres",
+        library("HabitFlowCalendar", path: "Shared/Calendar", dependencies: ["HabitFlowLocking"]),
+        library(
+            "HabitFlowPostgres", path: "Shared/Postgres/Core",
             dependencies: [
                 "HabitFlowLocking", "CLibPQ", "HabitFlowCalendar", "HabitFlowCrypto", nioCore, nioPosix, logging,
-            ],
-            path: "Shared/Postgres/Core",
-            swiftSettings: swiftSettings
-        ),
+            ]),
         // Domain event envelope (Schemas/proto/habitflow/events) and the transactional outbox built on it.
-        .target(
-            name: "HabitFlowEvents",
-            dependencies: ["HabitFlowRPC", swiftProtobuf],
-            path: "Shared/Events",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "HabitFlowOutbox",
+        library("HabitFlowEvents", path: "Shared/Events", dependencies: ["HabitFlowRPC", swiftProtobuf]),
+        library(
+            "HabitFlowOutbox", path: "Shared/Postgres/Outbox",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowPostgres", "HabitFlowCalendar", "HabitFlowEvents", "HabitFlowCrypto",
                 "HabitFlowRPC", logging, swiftProtobuf,
-            ],
-            path: "Shared/Postgres/Outbox",
-            swiftSettings: swiftSettings
-        ),
+            ]),
         // Applies a service's migrations without starting it.
-        .executableTarget(
-            name: "habitflow-migrate",
-            dependencies: ["HabitFlowOutbox", "HabitFlowPostgres", logging],
-            path: "Tools/Migrate",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "HabitFlowTLS",
-            dependencies: ["COpenSSL", nioCore],
-            path: "Shared/TLS",
-            swiftSettings: swiftSettings
-        ),
+        executable(
+            "habitflow-migrate", path: "Tools/Migrate",
+            dependencies: ["HabitFlowOutbox", "HabitFlowPostgres", logging]),
+        library("HabitFlowTLS", path: "Shared/TLS", dependencies: ["COpenSSL", nioCore]),
 
         // Access tokens (Ed25519 JWTs), JWK Sets and OIDC ID tokens (Google, Apple): one JOSE core shared by the auth
         // service, which issues and verifies, and the gateway, which only verifies. NIOHTTP1 + TLS fetch providers'
         // key sets over https.
-        .target(
-            name: "HabitFlowTokens",
-            dependencies: ["HabitFlowBase64", "HabitFlowCrypto", "HabitFlowTLS", nioCore, nioPosix, nioHTTP1],
-            path: "Shared/Tokens",
-            swiftSettings: swiftSettings
-        ),
+        library(
+            "HabitFlowTokens", path: "Shared/Tokens",
+            dependencies: ["HabitFlowBase64", "HabitFlowCrypto", "HabitFlowTLS", nioCore, nioPosix, nioHTTP1]),
 
         // MARK: RPC runtime (gRPC over HTTP/2)
 
-        .target(
-            name: "HabitFlowGRPCProtos",
-            dependencies: [swiftProtobuf],
-            path: "Shared/RPC/Protos",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "HabitFlowRPC",
-            dependencies: ["HabitFlowLocking", "HabitFlowBase64", "HabitFlowGRPCProtos", nioCore, swiftProtobuf],
-            path: "Shared/RPC/Core",
-            swiftSettings: swiftSettings
-        ),
+        library("HabitFlowGRPCProtos", path: "Shared/RPC/Protos", dependencies: [swiftProtobuf]),
+        library(
+            "HabitFlowRPC", path: "Shared/RPC/Core",
+            dependencies: ["HabitFlowLocking", "HabitFlowBase64", "HabitFlowGRPCProtos", nioCore, swiftProtobuf]),
         // The health and reflection services: messages plus generated `Handler` protocols, which need HabitFlowRPC.
         // Apart from HabitFlowGRPCProtos (google.rpc messages, used by the core), so there is no dependency cycle.
-        .target(
-            name: "HabitFlowGRPCSideServiceProtos",
-            dependencies: ["HabitFlowRPC", swiftProtobuf],
-            path: "Shared/RPC/SideServiceProtos",
-            swiftSettings: swiftSettings
-        ),
+        library(
+            "HabitFlowGRPCSideServiceProtos", path: "Shared/RPC/SideServiceProtos",
+            dependencies: ["HabitFlowRPC", swiftProtobuf]),
 
         // The web protocols' framing, without sockets: gRPC-Web (binary and text), Connect unary, CORS.
-        .target(
-            name: "HabitFlowRPCWeb",
-            dependencies: ["HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", nioCore, swiftProtobuf],
-            path: "Shared/RPC/Web",
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "HabitFlowRPCServer",
+        library(
+            "HabitFlowRPCWeb", path: "Shared/RPC/Web",
+            dependencies: ["HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", nioCore, swiftProtobuf]),
+        library(
+            "HabitFlowRPCServer", path: "Shared/RPC/Server",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowHTTP2",
                 "HabitFlowTLS", "HabitFlowCompression", "HabitFlowRPCWeb", nioCore, nioPosix, nioHTTP1, logging,
                 swiftProtobuf,
-            ],
-            path: "Shared/RPC/Server",
-            swiftSettings: swiftSettings
-        ),
+            ]),
 
-        .target(
-            name: "HabitFlowRPCClient",
+        library(
+            "HabitFlowRPCClient", path: "Shared/RPC/Client",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCProtos", "HabitFlowHTTP2",
                 "HabitFlowTLS", "HabitFlowCompression", nioCore, nioPosix, logging, swiftProtobuf,
-            ],
-            path: "Shared/RPC/Client",
-            swiftSettings: swiftSettings
-        ),
+            ]),
 
-        .target(
-            name: "HabitFlowRPCSideServices",
+        library(
+            "HabitFlowRPCSideServices", path: "Shared/RPC/SideServices",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowBase64", "HabitFlowRPC", "HabitFlowGRPCSideServiceProtos", swiftProtobuf,
-            ],
-            path: "Shared/RPC/SideServices",
-            swiftSettings: swiftSettings
-        ),
+            ]),
 
         // The internal credential: how services know a call comes from another HabitFlow process, and for which user.
-        .target(
-            name: "HabitFlowInternalCredential",
-            dependencies: ["HabitFlowLocking", "HabitFlowCrypto", "HabitFlowRPC"],
-            path: "Shared/InternalCredential",
-            swiftSettings: swiftSettings
-        ),
+        library(
+            "HabitFlowInternalCredential", path: "Shared/InternalCredential",
+            dependencies: ["HabitFlowLocking", "HabitFlowCrypto", "HabitFlowRPC"]),
 
         // What handlers share: request validation into BadRequest violations, page sizes and opaque page tokens.
-        .target(
-            name: "HabitFlowServiceAPI",
-            dependencies: ["HabitFlowBase64", "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowRPC"],
-            path: "Shared/ServiceAPI",
-            swiftSettings: swiftSettings
-        ),
+        library(
+            "HabitFlowServiceAPI", path: "Shared/ServiceAPI",
+            dependencies: ["HabitFlowBase64", "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowRPC"]),
 
         // MARK: Service kit (what every service process shares: configuration, the internal credential, the host)
 
-        .target(
-            name: "HabitFlowServiceKit",
+        library(
+            "HabitFlowServiceKit", path: "Shared/Service",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowCrypto",
                 "HabitFlowEvents", "HabitFlowGRPCSideServiceProtos", "HabitFlowOutbox", "HabitFlowPostgres",
                 "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowRPCSideServices", logging,
                 nioCore, nioHTTP1, nioPosix, prometheus, serviceLifecycle,
-            ],
-            path: "Shared/Service",
-            swiftSettings: swiftSettings
-        ),
+            ]),
 
         // MARK: Services (one library target with the logic, one tiny executable each)
 
         // Generated code of Schemas/proto/habitflow/auth (scripts/generate-protos): used by auth, the gateway and the SDK.
         generatedAPI(name: "HabitFlowAuthProtos", folder: "Auth"),
-        .target(
-            name: "HabitFlowAuth",
+        library(
+            "HabitFlowAuth", path: "Services/Auth/Sources",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowServiceAPI", "HabitFlowInternalCredential", "HabitFlowBase64",
                 "HabitFlowAuthProtos", "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowOutbox",
                 "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowServiceKit", "HabitFlowTokens", logging, nioCore,
                 nioPosix, swiftProtobuf,
-            ],
-            path: "Services/Auth/Sources",
-            swiftSettings: swiftSettings
-        ),
+            ]),
         serviceExecutable(name: "habitflow-auth", library: "HabitFlowAuth", folder: "Auth"),
         generatedAPI(name: "HabitFlowHabitsProtos", folder: "Habits"),
-        .target(
-            name: "HabitFlowHabits",
+        library(
+            "HabitFlowHabits", path: "Services/Habits/Sources",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowServiceAPI", "HabitFlowCalendar",
                 "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowHabitsProtos", "HabitFlowOutbox", "HabitFlowPostgres",
                 "HabitFlowRPC", "HabitFlowServiceKit", logging, swiftProtobuf,
-            ],
-            path: "Services/Habits/Sources",
-            swiftSettings: swiftSettings
-        ),
+            ]),
         serviceExecutable(name: "habitflow-habits", library: "HabitFlowHabits", folder: "Habits"),
 
         generatedAPI(name: "HabitFlowGoalsProtos", folder: "Goals"),
-        .target(
-            name: "HabitFlowGoals",
+        library(
+            "HabitFlowGoals", path: "Services/Goals/Sources",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowServiceAPI", "HabitFlowCalendar",
                 "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos",
                 "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit",
                 "HabitFlowSocialProtos", logging, swiftProtobuf,
-            ],
-            path: "Services/Goals/Sources",
-            swiftSettings: swiftSettings
-        ),
+            ]),
         serviceExecutable(name: "habitflow-goals", library: "HabitFlowGoals", folder: "Goals"),
 
         generatedAPI(name: "HabitFlowSocialProtos", folder: "Social"),
-        .target(
-            name: "HabitFlowSocial",
+        library(
+            "HabitFlowSocial", path: "Services/Social/Sources",
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowServiceAPI", "HabitFlowCalendar", "HabitFlowCrypto",
                 "HabitFlowEvents", "HabitFlowSocialProtos", "HabitFlowHabitsProtos", "HabitFlowAuthProtos",
                 "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit",
                 logging, swiftProtobuf,
-            ],
-            path: "Services/Social/Sources",
-            swiftSettings: swiftSettings
-        ),
+            ]),
         serviceExecutable(name: "habitflow-social", library: "HabitFlowSocial", folder: "Social"),
 
         // Generated code of Schemas/proto/habitflow/gateway (the gateway's own API: the dashboard).
         generatedAPI(name: "HabitFlowGatewayProtos", folder: "Gateway"),
-        .target(
-            name: "HabitFlowGateway",
+        library(
+            "HabitFlowGateway", path: "Services/Gateway/Sources",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowArchive", "HabitFlowAuthProtos",
                 "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowGRPCSideServiceProtos",
@@ -365,104 +254,63 @@ let package = Package(
                 "HabitFlowPublicAPI", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
                 "HabitFlowRPCSideServices", "HabitFlowRPCWeb", "HabitFlowServiceAPI", "HabitFlowServiceKit",
                 "HabitFlowTLS", "HabitFlowTokens", logging, prometheus, swiftProtobuf,
-            ],
-            path: "Services/Gateway/Sources",
-            swiftSettings: swiftSettings
-        ),
+            ]),
         serviceExecutable(name: "habitflow-gateway", library: "HabitFlowGateway", folder: "Gateway"),
 
         // Container health check of the compose stack (grpc.health.v1 Check; exit status 0 when SERVING).
-        .executableTarget(
-            name: "habitflow-healthcheck",
-            dependencies: ["HabitFlowGRPCSideServiceProtos", "HabitFlowRPC", "HabitFlowRPCClient", logging],
-            path: "Tools/HealthCheck",
-            swiftSettings: swiftSettings
-        ),
+        executable(
+            "habitflow-healthcheck", path: "Tools/HealthCheck",
+            dependencies: ["HabitFlowGRPCSideServiceProtos", "HabitFlowRPC", "HabitFlowRPCClient", logging]),
 
         // MARK: Client SDK (what apps link: talks to the gateway only)
 
         // What the gateway and the SDK must agree on about the public API (which methods need no access token).
-        .target(
-            name: "HabitFlowPublicAPI",
-            dependencies: ["HabitFlowAuthProtos"],
-            path: "Shared/API",
-            swiftSettings: swiftSettings
-        ),
+        library("HabitFlowPublicAPI", path: "Shared/API", dependencies: ["HabitFlowAuthProtos"]),
 
-        .target(
-            name: "HabitFlowSDK",
+        library(
+            "HabitFlowSDK", path: "Shared/SDK",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowAuthProtos", "HabitFlowPublicAPI", "HabitFlowGatewayProtos",
                 "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowSocialProtos", "HabitFlowRPC",
                 "HabitFlowRPCClient", "HabitFlowTLS", logging, nioCore, swiftProtobuf,
-            ],
-            path: "Shared/SDK",
-            swiftSettings: swiftSettings
-        ),
+            ]),
 
         // MARK: Interop (grpc/grpc's interop test service, Tools/Interop)
 
-        .target(
-            name: "GRPCInteropTesting",
-            dependencies: ["HabitFlowRPC", swiftProtobuf],
-            path: "Tools/Interop/Testing",
-            swiftSettings: swiftSettings
-        ),
-        .executableTarget(
-            name: "interop-server",
+        library("GRPCInteropTesting", path: "Tools/Interop/Testing", dependencies: ["HabitFlowRPC", swiftProtobuf]),
+        executable(
+            "interop-server", path: "Tools/Interop/Server",
             dependencies: [
                 "GRPCInteropTesting", "HabitFlowGRPCSideServiceProtos", "HabitFlowRPC", "HabitFlowRPCServer",
                 "HabitFlowRPCSideServices", "HabitFlowTLS", logging,
-            ],
-            path: "Tools/Interop/Server",
-            swiftSettings: swiftSettings
-        ),
-        .executableTarget(
-            name: "interop-client",
-            dependencies: ["GRPCInteropTesting", "HabitFlowRPC", "HabitFlowRPCClient", logging, nioPosix],
-            path: "Tools/Interop/Client",
-            swiftSettings: swiftSettings
-        ),
+            ]),
+        executable(
+            "interop-client", path: "Tools/Interop/Client",
+            dependencies: ["GRPCInteropTesting", "HabitFlowRPC", "HabitFlowRPCClient", logging, nioPosix]),
 
         // The product in one walkthrough through the SDK, against a running stack (scripts/demo).
-        .executableTarget(
-            name: "habitflow-demo",
-            dependencies: ["HabitFlowSDK", "HabitFlowArchive"],
-            path: "Tools/Demo",
-            swiftSettings: swiftSettings
-        ),
+        executable("habitflow-demo", path: "Tools/Demo", dependencies: ["HabitFlowSDK", "HabitFlowArchive"]),
 
         // MARK: Load-test driver (Tools/Load): the engine, scenarios and reports as a library, a tiny executable
 
-        .target(
-            name: "HabitFlowLoad",
+        library(
+            "HabitFlowLoad", path: "Tools/Load/Sources",
             dependencies: [
                 "HabitFlowLocking", "GRPCInteropTesting", "HabitFlowAuthProtos", "HabitFlowCrypto",
                 "HabitFlowGatewayProtos", "HabitFlowHabitsProtos", "HabitFlowRPC", "HabitFlowRPCClient",
                 "HabitFlowInternalCredential", argumentParser, histogram, logging, swiftProtobuf,
-            ],
-            path: "Tools/Load/Sources",
-            swiftSettings: swiftSettings
-        ),
-        .executableTarget(
-            name: "habitflow-load",
-            dependencies: ["HabitFlowLoad"],
-            path: "Tools/Load/Main",
-            swiftSettings: swiftSettings
-        ),
+            ]),
+        executable("habitflow-load", path: "Tools/Load/Main", dependencies: ["HabitFlowLoad"]),
 
         // MARK: Tests
 
         // Helpers shared by several test targets (a throwaway PKI made with the openssl command line, a log capture).
-        .target(
-            name: "HabitFlowTestSupport",
+        library(
+            "HabitFlowTestSupport", path: "Tests/Support",
             dependencies: [
                 "HabitFlowLocking", "HabitFlowCalendar", "HabitFlowGRPCProtos", "HabitFlowInternalCredential",
                 "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", logging, nioEmbedded,
-            ],
-            path: "Tests/Support",
-            swiftSettings: swiftSettings
-        ),
+            ]),
 
         testTarget(
             "HTTP2Tests",
@@ -535,16 +383,13 @@ let package = Package(
                 logging, nioCore, nioPosix, swiftProtobuf,
             ]),
         // Starts auth, habits, goals and the gateway in-process on free ports, against the test Postgres.
-        .target(
-            name: "HabitFlowStackTestSupport",
+        library(
+            "HabitFlowStackTestSupport", path: "Tests/StackSupport",
             dependencies: [
                 "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowGateway", "HabitFlowGoals", "HabitFlowHabits",
                 "HabitFlowSocial", "HabitFlowRPCClient",
                 "HabitFlowServiceKit", "HabitFlowTestSupport", logging,
-            ],
-            path: "Tests/StackSupport",
-            swiftSettings: swiftSettings
-        ),
+            ]),
         testTarget(
             "GatewayTests",
             dependencies: [
