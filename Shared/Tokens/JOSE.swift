@@ -92,6 +92,7 @@ enum JSON {
     static func decode<Value: Decodable>(
         _ type: Value.Type, from bytes: [UInt8], what: String
     ) throws(TokenError) -> Value {
+        if let violation = StrictJSON.violation(in: bytes) { throw .malformed("\(what) is not valid JSON (\(violation))") }
         do {
             return try JSONDecoder().decode(type, from: Data(bytes))
         } catch let error as DecodingError {

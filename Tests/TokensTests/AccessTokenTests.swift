@@ -267,6 +267,64 @@ struct AccessTokenTests {
         #expect(isMalformed(verify(String(repeating: "A", count: 1 << 20))))
     }
 
+    @Test(
+        "header and claims must be valid JSON in full, members we do not read included, with no member name twice")
+    func strictJSON() throws {
+        let fixture = try Fixture()
+        let kid = fixture.signingKey.keyID
+        let claims = claimsJSON(Fixture.validClaims())
+        // Signed with our key, so that only the JSON can be what is refused.
+        let verify = { (header: [UInt8], payload: [UInt8]) -> TokenError? in
+            let input = Base64URL.encode(header) + "." + Base64URL.encode(payload)
+            guard let signature = try? fixture.signingKey.privateKey.signature(for: Array(input.utf8)) else {
+                return .invalidSignature
+            }
+            let token = input + "." + Base64URL.encode(signature)
+            return tokenError { () throws(TokenError) in try fixture.verifier.verify(token, now: referenceNow) }
+        }
+        func header(_ extra: String) -> [UInt8] {
+            Array(#"{"alg":"EdDSA","kid":"\#(kid)","typ":"JWT"\#(extra)}"#.utf8)
+        }
+        func claimsWith(_ extra: String) -> [UInt8] {
+            Array((claims.dropLast() + extra + "}").utf8)
+        }
+        let refusedHeaders: [(String, [UInt8])] = [
+            ("a raw control character in a member we ignore (found by fuzzing)", header(",\"bit\":\"at\u{01}jwt\"")),
+            ("alg twice", header(#","alg":"none""#)),
+            ("alg twice, once escaped", header(#","\u0061lg":"none""#)),
+            ("a bad escape", header(#","x":"\q""#)),
+            ("a short \\u escape", header(#","x":"\u12""#)),
+            ("invalid UTF-8", header(",\"x\":\"") + [0xC3, 0x28] + Array("\"}".utf8)),
+            ("an overlong UTF-8 form", header(",\"x\":\"") + [0xC0, 0xAF] + Array("\"}".utf8)),
+            ("a leading zero", header(#","x":01"#)),
+            ("a bare minus", header(#","x":-"#)),
+            ("text after the object", header("") + Array(" {}".utf8)),
+            ("a trailing comma", header(#","x":[1,]"#)),
+            ("nesting 40 deep", header(#","x":"# + String(repeating: "[", count: 40) + String(repeating: "]", count: 40))),
+        ]
+        for (what, bytes) in refusedHeaders {
+            guard case .malformed = verify(bytes, Array(claims.utf8)) else {
+                Issue.record("a header with \(what) was not refused as malformed")
+                continue
+            }
+        }
+        let refusedClaims: [(String, [UInt8])] = [
+            ("sub twice", claimsWith(#","sub":"someone-else""#)),
+            ("a raw tab in a claim we ignore", claimsWith(",\"note\":\"a\tb\"")),
+            ("a surrogate in UTF-8 in a claim we ignore", Array((claims.dropLast() + ",\"note\":\"").utf8) + [0xED, 0xA0, 0x80] + Array("\"}".utf8)),
+        ]
+        for (what, bytes) in refusedClaims {
+            guard case .malformed = verify(header(""), bytes) else {
+                Issue.record("claims with \(what) were not refused as malformed")
+                continue
+            }
+        }
+        // Valid JSON however unusual is still accepted.
+        let unusual = header(
+            #","x":[{"y":null,"z":[true,false,-0.5e+3,1E2]}],"\u00e9t\u00e9":"\ud83d\ude00 \"ok\" \\/","w":"é😀""#)
+        #expect(verify(unusual, Array(" \n\(claims)\t ".utf8)) == nil)
+    }
+
     @Test("random input never crashes and is always refused")
     func randomInput() throws {
         let fixture = try Fixture()

@@ -51,13 +51,14 @@ pg_init() {
 }
 
 # pg_start DATA_DIR PORT LOG_FILE: starts the cluster in the background on 127.0.0.1:PORT and waits until it
-# accepts connections. The socket lives inside the data folder.
+# accepts connections. The socket lives inside the data folder. PG_MAX_CONNECTIONS (default 400): the gateway and SDK
+# suites run their whole stacks side by side and peaked at 232 backends, over a limit of 200.
 pg_start() {
     local data_dir=$1 port=$2 log_file=$3
     touch "$log_file"
     [[ $(id -u) -eq 0 ]] && chown "$HABITFLOW_PG_USER" "$log_file"
     pg_as_owner "$PG_BIN/pg_ctl" --pgdata="$data_dir" --log="$log_file" --wait --timeout=60 \
-        -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$data_dir -c fsync=${PG_FSYNC:-on} -c max_connections=${PG_MAX_CONNECTIONS:-200}" \
+        -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$data_dir -c fsync=${PG_FSYNC:-on} -c max_connections=${PG_MAX_CONNECTIONS:-400}" \
         start >/dev/null
 }
 

@@ -9,7 +9,7 @@ internal import NIOCore
 /// stream per call attempt, and writes everything the session wants to send, batched per event-loop tick.
 ///
 /// Lives on the channel's event loop; calls reach it through `NIOLoopBound` (see ``ClientStreamTransport``).
-final class ClientConnectionHandler: ChannelInboundHandler {
+final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -22,28 +22,18 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     private let connectionState: ClientConnectionState
     private let keepaliveInterval: KeepaliveInterval
 
-    private var session: HTTP2Session?
+    var session: HTTP2Session?
     /// From `handlerAdded` to `handlerRemoved` only: the context holds this handler, so keeping it longer would keep
     /// both, and everything the handler holds, alive after the connection closed.
-    private var context: ChannelHandlerContext?
+    var context: ChannelHandlerContext?
     private var streams: [Int32: ClientStream] = [:]
 
     /// Output waits for the TLS handshake (and the ALPN check) when TLS is on.
-    private var outputEnabled: Bool
-    /// What each flush drains the session into (``ReusableOutputBuffer``).
-    private var outputBuffer = ReusableOutputBuffer(allocator: ByteBufferAllocator())
-    private var inReadBurst = false
-    private var flushScheduled = false
-    /// The server's first SETTINGS arrived: the connection speaks HTTP/2 and takes calls.
-    private var ready = false
-    private var goingAway = false
-    private var closing = false
-
-    private var lastReadTime = NIODeadline.now()
-    private var pingTimer: Scheduled<Void>?
-    private var pingTimeoutTimer: Scheduled<Void>?
+    var output: HTTP2ConnectionOutput
+    /// The connection's lifecycle: ready at the server's first SETTINGS, draining after its GOAWAY, keepalive.
+    var state: ConnectionStateMachine
+    var timers = ConnectionTimers()
     private var deadlineTimer = ConnectionDeadlineTimer()
-    private static let keepalivePingPayload: UInt64 = 0x6866_636C_6B65_6570  // "hfclkeep"
 
     init(
         configuration: RPCChannelConfiguration, target: RPCChannelConfiguration.Target, logger: Logger,
@@ -58,7 +48,16 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         self.readyPromise = readyPromise
         self.connectionState = connectionState
         self.keepaliveInterval = keepaliveInterval
-        self.outputEnabled = configuration.tls == nil
+        self.output = HTTP2ConnectionOutput(enabled: configuration.tls == nil)
+        self.state = ConnectionStateMachine(
+            role: .client,
+            configuration: .init(
+                keepalive: configuration.keepalive.map {
+                    .init(
+                        interval: TimeAmount(keepaliveInterval.current), timeout: TimeAmount($0.timeout),
+                        withoutCalls: $0.permitWithoutCalls)
+                }),
+            now: .now())
     }
 
     private var loopBound: NIOLoopBound<ClientConnectionHandler> {
@@ -92,26 +91,25 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             context.close(promise: nil)
             return
         }
-        armKeepalivePing()
+        perform(state.start(now: .now()))
         flushOutput()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let session else { return }
-        inReadBurst = true
-        lastReadTime = .now()
+        let bytes = unwrapInboundIn(data)
+        readStarted(bytes)
         do {
-            handle(try session.receive(unwrapInboundIn(data)))
+            handle(try session.receive(bytes))
         } catch {
             handle(error.events)
             logger.info("HTTP/2 protocol error from the server; closing", metadata: ["error": "\(error)"])
-            closing = true
+            state.fail()
         }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        inReadBurst = false
-        flushOutput()
+        readBurstEnded()
         context.fireChannelReadComplete()
     }
 
@@ -127,7 +125,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                 context.close(promise: nil)
                 return
             }
-            outputEnabled = true
+            output.enabled = true
             flushOutput()
         } else {
             context.fireUserInboundEventTriggered(event)
@@ -141,7 +139,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        closing = true
+        connectionClosed()
         connectionState.markClosed()
         readyPromise.fail(configuration.unavailable("\(target) closed the connection before HTTP/2 was set up"))
         for (_, stream) in streams where !stream.ended {
@@ -151,8 +149,6 @@ final class ClientConnectionHandler: ChannelInboundHandler {
             stream.sendWaiter = nil
         }
         streams.removeAll()
-        pingTimer?.cancel()
-        pingTimeoutTimer?.cancel()
         deadlineTimer.cancel()
         session?.close()
         session = nil
@@ -161,7 +157,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     // MARK: HTTP/2 events
 
-    private func handle(_ events: [HTTP2Event]) {
+    func handle(_ events: [HTTP2Event]) {
         for event in events {
             switch event {
             case .headers(let streamID, let fields, let endStream):
@@ -189,15 +185,12 @@ final class ClientConnectionHandler: ChannelInboundHandler {
                     stream.transport.fail(error, processed: processed)
                 }
                 stream.failSendWaiter(RPCError(.cancelled, "the call has ended"))
-                streamsChanged()
+                connectionState.setActiveStreams(streams.count)
+                if let action = state.streamClosed(now: .now()) { perform(action) }
             case .settings(acknowledgement: false):
-                if !ready {
-                    ready = true
-                    readyPromise.succeed(())
-                }
+                if state.settingsReceived() { readyPromise.succeed(()) }
             case .ping(acknowledgement: true):
-                pingTimeoutTimer?.cancel()
-                pingTimeoutTimer = nil
+                perform(state.pingAcknowledged(now: .now()))
             case .goaway(let lastStreamID, let errorCode):
                 receiveGoaway(lastStreamID: lastStreamID, errorCode: errorCode)
             case .settings, .ping, .streamFrameSent, .goawaySent:
@@ -327,20 +320,20 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     private func receiveGoaway(lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
         logger.debug("server sent GOAWAY", metadata: ["lastStreamID": "\(lastStreamID)", "code": "\(errorCode)"])
-        goingAway = true
         connectionState.markGoingAway()
         if errorCode == .enhanceYourCalm, configuration.keepalive != nil {
             let interval = keepaliveInterval.double()
             logger.notice("server says we ping too often (too_many_pings); keepalive interval now \(interval)")
         }
-        streamsChanged()
+        // Every call the server accepted may have finished: the connection would have nothing left to do.
+        if let action = state.goawayReceived() { perform(action) }
     }
 
     // MARK: Calls (from ClientStreamTransport, on the event loop)
 
     /// Opens the stream of one call attempt; failures reach the caller through the transport.
     func open(_ transport: ClientStreamTransport) {
-        guard let session, let context, ready, !goingAway, !closing else {
+        guard let session, let context, state.takesNewStreams else {
             return transport.fail(RPCError(.unavailable, "the connection is closing"), processed: false)
         }
         let request = transport.request
@@ -382,7 +375,8 @@ final class ClientConnectionHandler: ChannelInboundHandler {
         transport.streamID = streamID
         let stream = ClientStream(transport: transport, maxReceiveMessageSize: request.maxReceiveMessageSize)
         streams[streamID] = stream
-        streamsChanged()
+        state.streamOpened()
+        connectionState.setActiveStreams(streams.count)
         if let single = request.singleRequest {
             write(single, on: stream, streamID: streamID, session: session)
             stream.requestsFinished = true
@@ -466,45 +460,7 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     // MARK: Output
 
-    private func scheduleFlush() {
-        guard !inReadBurst, !flushScheduled, let context else { return }
-        flushScheduled = true
-        let bound = loopBound
-        context.eventLoop.execute {
-            let handler = bound.value
-            handler.flushScheduled = false
-            handler.flushOutput()
-        }
-    }
-
-    /// Writes everything the session has to send in one buffer and one flush.
-    private func flushOutput() {
-        guard let context else { return }
-        if outputEnabled, let session, context.channel.isWritable {
-            var buffer = outputBuffer.take()
-            for _ in 0..<8 {
-                do {
-                    let events = try session.drainOutput(into: &buffer)
-                    guard !events.isEmpty else { break }
-                    handle(events)
-                } catch {
-                    logger.info("HTTP/2 session failed while sending; closing", metadata: ["error": "\(error)"])
-                    closing = true
-                    break
-                }
-                if !session.wantsWrite { break }
-            }
-            outputBuffer.keep(buffer)
-            if buffer.readableBytes > 0 {
-                context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
-            }
-            resumeSenders()
-            if !session.wantsReadOrWrite { closing = true }
-        }
-        if closing { context.close(promise: nil) }
-    }
-
-    private func resumeSenders() {
+    func resumeWriters() {
         guard let session else { return }
         let lowWatermark = configuration.requestQueueHighWatermark / 2
         for (streamID, stream) in streams {
@@ -517,40 +473,27 @@ final class ClientConnectionHandler: ChannelInboundHandler {
 
     // MARK: Connection management
 
-    private func streamsChanged() {
-        connectionState.setActiveStreams(streams.count)
-        if goingAway && streams.isEmpty {
-            // Every call the server accepted has finished: the connection has nothing left to do.
-            closing = true
-            scheduleFlush()
+    /// The keepalive interval is the channel's current one: it doubles after a server's `too_many_pings`.
+    func timerFired(_ timer: ConnectionStateMachine.Timer) {
+        let now = NIODeadline.now()
+        if timer == .keepalive {
+            perform(state.keepaliveTimerFired(now: now, interval: TimeAmount(keepaliveInterval.current)))
+        } else {
+            perform(state.timerFired(timer, now: now))
         }
     }
 
-    private func armKeepalivePing() {
-        guard let keepalive = configuration.keepalive, let context else { return }
-        let interval = keepaliveInterval.current
-        let bound = loopBound
-        pingTimer = context.eventLoop.scheduleTask(in: TimeAmount(interval)) {
-            let handler = bound.value
-            if !handler.streams.isEmpty || keepalive.permitWithoutCalls,
-                NIODeadline.now() - handler.lastReadTime >= TimeAmount(interval)
-            {
-                handler.sendKeepalivePing(timeout: keepalive.timeout)
-            }
-            handler.armKeepalivePing()
-        }
+    func sessionFailedWhileSending(_ error: any Error) {
+        logger.info("HTTP/2 session failed while sending; closing", metadata: ["error": "\(error)"])
     }
 
-    private func sendKeepalivePing(timeout: Duration) {
-        guard let context, pingTimeoutTimer == nil else { return }
-        session?.ping(Self.keepalivePingPayload)
-        let bound = loopBound
-        pingTimeoutTimer = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
-            let handler = bound.value
-            handler.logger.info("keepalive ping not answered; closing")
-            handler.context?.close(promise: nil)
-        }
-        scheduleFlush()
+    /// (Only a server's state machine has a grace period.)
+    func cancelAllStreams() {
+        for (_, stream) in streams { failStream(stream, RPCError(.unavailable, "the connection is closing")) }
+    }
+
+    func willPerform(_ action: ConnectionStateMachine.Action) {
+        if action == .closeNow { logger.info("keepalive ping not answered; closing") }
     }
 }
 

@@ -40,45 +40,21 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
     var peer = "unknown"
 
     /// Output waits for the TLS handshake (and an ALPN check) when TLS is on.
-    var outputEnabled: Bool
-    /// What each flush drains the session into (``ReusableOutputBuffer``).
-    var outputBuffer = ReusableOutputBuffer(allocator: ByteBufferAllocator())
-    var inReadBurst = false
-    var flushScheduled = false
+    var output: HTTP2ConnectionOutput
 
-    var keepalive = KeepalivePolicy()
-    var lastReadTime = NIODeadline.now()
-    /// Whether the client is inside its preface or a header block, for the header timeout (slowloris).
-    var headerProgress = InboundHeaderProgress(connectionStart: .now())
-    var headerTimer: Scheduled<Void>?
-    var pingTimer: Scheduled<Void>?
-    var pingTimeoutTimer: Scheduled<Void>?
-    var idleTimer: Scheduled<Void>?
-    /// When the last call ended (or the connection opened): the idle timeout counts from here.
-    var idleSince = NIODeadline.now()
-    var ageTimer: Scheduled<Void>?
+    /// The connection's lifecycle: phases, idle and age limits, keepalive, ping strikes, header timeout.
+    var state: ConnectionStateMachine
+    var timers = ConnectionTimers()
     var deadlineTimer = ConnectionDeadlineTimer()
-
-    enum Phase {
-        case active
-        /// Shutdown notice sent; waiting one round trip before the final GOAWAY.
-        case shutdownNoticeSent(Scheduled<Void>?)
-        /// Final GOAWAY sent; closing when the last call ends or the grace period runs out.
-        case draining(Scheduled<Void>?)
-        case closed
-    }
-
-    var phase = Phase.active
-    static let shutdownPingPayload: UInt64 = 0x6866_5F73_6875_7464  // "hf_shutd"
-    static let keepalivePingPayload: UInt64 = 0x6866_5F6B_6565_7061  // "hf_keepa"
 
     init(router: RPCRouter, configuration: RPCServerConfiguration, logger: Logger, eventLoop: any EventLoop) {
         self.router = router
         self.configuration = configuration
         self.logger = logger
         self.eventLoop = eventLoop
-        self.outputEnabled = configuration.tls == nil
+        self.output = HTTP2ConnectionOutput(enabled: configuration.tls == nil)
         self.taskExecutor = configuration.handlerExecution.taskExecutor(on: eventLoop)
+        self.state = ConnectionStateMachine(role: .server, configuration: configuration.connectionLifecycle, now: .now())
     }
 
     var loopBound: NIOLoopBound<ServerConnectionHandler> {
@@ -114,24 +90,16 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
             context.close(promise: nil)
             return
         }
-        headerProgress = InboundHeaderProgress(connectionStart: .now())
-        armHeaderTimer()
-        armIdleTimer()
-        armKeepalivePing()
-        if let age = configuration.connectionManagement.maxConnectionAge {
-            let bound = loopBound
-            ageTimer = context.eventLoop.scheduleTask(in: TimeAmount(age)) { bound.value.beginGracefulShutdown() }
-        }
+        let now = NIODeadline.now()
+        state = ConnectionStateMachine(role: .server, configuration: configuration.connectionLifecycle, now: now)
+        perform(state.start(now: now))
         flushOutput()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let session else { return }
         let bytes = unwrapInboundIn(data)
-        inReadBurst = true
-        lastReadTime = .now()
-        headerProgress.received(bytes, at: lastReadTime)
-        if headerTimer == nil { armHeaderTimer() }
+        readStarted(bytes)
         do {
             let events = try session.receive(bytes)
             handle(events)
@@ -151,8 +119,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        inReadBurst = false
-        flushOutput()
+        readBurstEnded()
         context.fireChannelReadComplete()
     }
 
@@ -169,7 +136,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
                 context.close(promise: nil)
                 return
             }
-            outputEnabled = true
+            output.enabled = true
             flushOutput()
         case is GracefulShutdownEvent:
             beginGracefulShutdown()
@@ -187,10 +154,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        phase = .closed
+        connectionClosed()
         for (_, stream) in streams { stream.abandon(error: CancellationError()) }
         streams.removeAll()
-        for timer in [pingTimer, pingTimeoutTimer, idleTimer, ageTimer, headerTimer] { timer?.cancel() }
         deadlineTimer.cancel()
         session?.close()
         session = nil
@@ -217,24 +183,23 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
                 if let stream = streams.removeValue(forKey: streamID) {
                     logger.debug("client reset stream", metadata: ["stream": "\(streamID)", "code": "\(errorCode)"])
                     stream.abandon(error: CancellationError())
-                    streamsChanged()
+                    streamClosed()
                 }
             case .streamClosed(let streamID, _):
                 if let stream = streams.removeValue(forKey: streamID) {
                     if stream.task != nil || !stream.statusSent { stream.abandon(error: CancellationError()) }
-                    streamsChanged()
+                    streamClosed()
                 }
             case .ping(acknowledgement: false):
-                if !keepalive.pingReceived(hasActiveCalls: !streams.isEmpty, policy: configuration.keepalive) {
-                    logger.info("client pings too often; GOAWAY ENHANCE_YOUR_CALM")
-                    session?.submitGoaway(errorCode: .enhanceYourCalm, debugData: "too_many_pings")
-                    closeAfterFlushing()
+                let actions = state.pingReceived(now: .now())
+                if !actions.isEmpty {
+                    perform(actions)  // too many pings: GOAWAY and close, the rest of the events unread
                     return
                 }
             case .ping(acknowledgement: true):
-                pingAcknowledged()
+                perform(state.pingAcknowledged(now: .now()))
             case .streamFrameSent:
-                keepalive.dataOrHeadersSent()
+                state.streamFrameSent()
             case .goaway(_, let errorCode):
                 logger.debug("client sent GOAWAY", metadata: ["code": "\(errorCode)"])
             case .settings, .goawaySent:
@@ -309,7 +274,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
             acceptsGzip: acceptsGzip, maxReceiveMessageSize: configuration.maxReceiveMessageSize)
         stream.web = web
         streams[streamID] = stream
-        streamsChanged()
+        streamOpened()
         if endStream { endOfRequests(stream) }
 
         if let timeout {

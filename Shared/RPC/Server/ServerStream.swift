@@ -56,25 +56,3 @@ final class ServerCall<Connection: ServerCallConnection> {
         }
     }
 }
-
-/// Ping strikes (gRFC A8): pings closer together than the policy allows count; HEADERS or DATA sent reset them.
-struct KeepalivePolicy {
-    private var strikes = 0
-    private var lastPing: NIODeadline?
-
-    /// Records a ping; false when the client has used up its strikes.
-    mutating func pingReceived(hasActiveCalls: Bool, policy: RPCServerConfiguration.Keepalive) -> Bool {
-        let now = NIODeadline.now()
-        let minimum =
-            hasActiveCalls || policy.permitPingsWithoutCalls
-            ? TimeAmount(policy.minPingIntervalWithCalls) : .hours(2)
-        if let lastPing, now - lastPing < minimum { strikes += 1 }
-        lastPing = now
-        return strikes <= policy.maxPingStrikes
-    }
-
-    mutating func dataOrHeadersSent() {
-        strikes = 0
-        lastPing = nil
-    }
-}
