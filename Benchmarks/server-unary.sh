@@ -5,7 +5,9 @@
 # Prints medians per server and load point, ratios and the issue's goals; see Benchmarks/README.md.
 #
 # Usage: Benchmarks/server-unary.sh [--json FILE] [--rounds 3] [--duration 8] [--warm-up 2] [--idle-connections 1000]
-#                                   [--servers "ours reference nghttpd"] [--no-build] [--keep]
+#                                   [--servers "ours reference nghttpd"] [--baseline BIN] [--no-build] [--keep]
+# --baseline BIN adds a fourth server, "baseline": another build's interop-server (an earlier commit's, built with
+# `swift build -c release --product interop-server` in a worktree), measured in the same rounds as ours.
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 
@@ -34,6 +36,7 @@ while (($#)); do
         --warm-up) warm_up=${2:?}; shift 2 ;;
         --idle-connections) idle_connections=${2:?}; shift 2 ;;
         --servers) read -r -a servers <<<"${2:?}"; shift 2 ;;
+        --baseline) baseline_bin=${2:?}; shift 2 ;;
         --no-build) build=0; shift ;;
         --keep) keep=1; shift ;;
         -h | --help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -99,13 +102,17 @@ if ((build)); then
     done
 fi
 ours_bin="" reference_bin=""
+if [[ -n ${baseline_bin:-} ]]; then
+    [[ -x $baseline_bin ]] || { echo "server-unary: --baseline $baseline_bin is not an executable" >&2; exit 64; }
+    [[ " ${servers[*]} " == *" baseline "* ]] || servers+=(baseline)
+fi
 for server in "${servers[@]}"; do
     case $server in
         ours) ours_bin="$(swift build -c release --package-path "$HABITFLOW_ROOT" --scratch-path "$OURS_SCRATCH" \
             --show-bin-path)/interop-server" ;;
         reference) reference_bin="$(swift build -c release --package-path "$REFERENCE_PACKAGE" \
             --show-bin-path)/grpc-swift-reference-server" ;;
-        nghttpd) ;;
+        nghttpd | baseline) ;;
         *) echo "server-unary: unknown server $server (ours, reference, nghttpd)" >&2; exit 64 ;;
     esac
 done
@@ -134,6 +141,7 @@ start_server() {
     case $name in
         ours) "$ours_bin" --host 127.0.0.1 --port 0 >"$out" 2>>"$work/$name.err" & ;;
         reference) "$reference_bin" --host 127.0.0.1 --port 0 >"$out" 2>>"$work/$name.err" & ;;
+        baseline) "$baseline_bin" --host 127.0.0.1 --port 0 >"$out" 2>>"$work/$name.err" & ;;
         nghttpd)
             server_port=$(free_port)
             nghttpd --no-tls -d "$docroot" "$server_port" >"$out" 2>>"$work/$name.err" &

@@ -11,11 +11,12 @@ import json
 import statistics
 import sys
 
-SERVERS = ["ours", "reference", "nghttpd"]
+SERVERS = ["ours", "reference", "nghttpd", "baseline"]
 SERVER_TITLES = {
     "ours": "ours (interop-server, HabitFlowRPCServer)",
     "reference": "reference (grpc-swift-2 2.4.3 + nio-transport 2.9.2 Posix)",
     "nghttpd": "nghttpd --no-tls (static 25-byte file, HTTP/2 ceiling)",
+    "baseline": "baseline (another build's interop-server, --baseline)",
 }
 LOAD_METRICS = ["requests_per_second", "p50_us", "p99_us", "cpu_us_per_request", "peak_rss_kib"]
 IDLE_METRICS = ["rss_before_kib", "rss_after_kib", "bytes_per_connection"]
@@ -81,7 +82,7 @@ def main() -> int:
             summary["idle"][server] = entry
 
     ratios = {}
-    for other in ("reference", "nghttpd"):
+    for other in ("reference", "nghttpd", "baseline"):
         if "ours" not in servers or other not in servers:
             continue
         key = f"ours/{other}"

@@ -10,30 +10,33 @@ internal import NIOCore
 ///
 /// Lives on the channel's event loop; calls reach it through `NIOLoopBound` (see ``ClientStreamTransport``).
 final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell {
+    // Split by responsibility: channel and HTTP/2 events here, the calls' side (opening streams, sending, cancelling)
+    // in `ClientConnectionHandler+Calls.swift`; output and lifecycle come from `HTTP2ConnectionShell`.
+
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private let configuration: RPCChannelConfiguration
-    private let target: RPCChannelConfiguration.Target
-    private let authority: String
-    private let scheme: String
-    private let logger: Logger
-    private let readyPromise: EventLoopPromise<Void>
-    private let connectionState: ClientConnectionState
-    private let keepaliveInterval: KeepaliveInterval
+    let configuration: RPCChannelConfiguration
+    let target: RPCChannelConfiguration.Target
+    let authority: String
+    let scheme: String
+    let logger: Logger
+    let readyPromise: EventLoopPromise<Void>
+    let connectionState: ClientConnectionState
+    let keepaliveInterval: KeepaliveInterval
 
     var session: HTTP2Session?
     /// From `handlerAdded` to `handlerRemoved` only: the context holds this handler, so keeping it longer would keep
     /// both, and everything the handler holds, alive after the connection closed.
     var context: ChannelHandlerContext?
-    private var streams: [Int32: ClientStream] = [:]
+    var streams: [Int32: ClientStream] = [:]
 
     /// Output waits for the TLS handshake (and the ALPN check) when TLS is on.
     var output: HTTP2ConnectionOutput
     /// The connection's lifecycle: ready at the server's first SETTINGS, draining after its GOAWAY, keepalive.
     var state: ConnectionStateMachine
     var timers = ConnectionTimers()
-    private var deadlineTimer = ConnectionDeadlineTimer()
+    var deadlineTimer = ConnectionDeadlineTimer()
 
     init(
         configuration: RPCChannelConfiguration, target: RPCChannelConfiguration.Target, logger: Logger,
@@ -60,7 +63,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
             now: .now())
     }
 
-    private var loopBound: NIOLoopBound<ClientConnectionHandler> {
+    var loopBound: NIOLoopBound<ClientConnectionHandler> {
         NIOLoopBound(self, eventLoop: context!.eventLoop)
     }
 
@@ -82,7 +85,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
         context.fireChannelActive()
     }
 
-    private func start(context: ChannelHandlerContext) {
+    func start(context: ChannelHandlerContext) {
         guard session == nil else { return }
         do {
             session = try HTTP2Session(role: .client, configuration: configuration.http2)
@@ -200,7 +203,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
     }
 
     /// RST_STREAM codes as gRPC statuses (GRPC-NOTES: CANCEL, REFUSED_STREAM, ENHANCE_YOUR_CALM, others).
-    private static func error(
+    static func error(
         forReset code: HTTP2ErrorCode, deadline: ContinuousClock.Instant?
     ) -> (RPCError, processed: Bool) {
         switch code {
@@ -216,7 +219,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
         }
     }
 
-    private func receiveHeaders(_ fields: [HTTP2HeaderField], endStream: Bool, stream: ClientStream) {
+    func receiveHeaders(_ fields: [HTTP2HeaderField], endStream: Bool, stream: ClientStream) {
         guard !stream.ended else { return }
         let head = ClientResponseHead(fields)
         if stream.headersReceived || endStream {
@@ -248,7 +251,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
         stream.transport.deliver(.headers(head.metadata))
     }
 
-    private func receiveData(_ bytes: ByteBuffer, streamID: Int32) {
+    func receiveData(_ bytes: ByteBuffer, streamID: Int32) {
         guard let session else { return }
         guard let stream = streams[streamID], !stream.ended else {
             session.consume(bytes.readableBytes, streamID: streamID)
@@ -297,7 +300,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
     }
 
     /// The call ended with a status from the server (or a malformed response).
-    private func end(_ stream: ClientStream, _ outcome: AttemptEnd) {
+    func end(_ stream: ClientStream, _ outcome: AttemptEnd) {
         stream.ended = true
         stream.transport.deliver(.end(outcome))
         stream.failSendWaiter(RPCError(.cancelled, "the call has ended"))
@@ -309,7 +312,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
     }
 
     /// Ends a call from our side: RST_STREAM(CANCEL) and `error` to the caller.
-    private func failStream(_ stream: ClientStream, _ error: RPCError) {
+    func failStream(_ stream: ClientStream, _ error: RPCError) {
         guard !stream.ended else { return }
         stream.ended = true
         stream.transport.fail(error)
@@ -318,7 +321,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
         scheduleFlush()
     }
 
-    private func receiveGoaway(lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
+    func receiveGoaway(lastStreamID: Int32, errorCode: HTTP2ErrorCode) {
         logger.debug("server sent GOAWAY", metadata: ["lastStreamID": "\(lastStreamID)", "code": "\(errorCode)"])
         connectionState.markGoingAway()
         if errorCode == .enhanceYourCalm, configuration.keepalive != nil {
@@ -327,135 +330,6 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
         }
         // Every call the server accepted may have finished: the connection would have nothing left to do.
         if let action = state.goawayReceived() { perform(action) }
-    }
-
-    // MARK: Calls (from ClientStreamTransport, on the event loop)
-
-    /// Opens the stream of one call attempt; failures reach the caller through the transport.
-    func open(_ transport: ClientStreamTransport) {
-        guard let session, let context, state.takesNewStreams else {
-            return transport.fail(RPCError(.unavailable, "the connection is closing"), processed: false)
-        }
-        let request = transport.request
-        // One allocation for the whole block (an array literal, then reserving room for the rest, made two).
-        var fields: [HTTP2HeaderField] = []
-        fields.reserveCapacity(10 + request.metadata.count)
-        fields.append(HTTP2HeaderField(name: ":method", value: "POST"))
-        fields.append(HTTP2HeaderField(name: ":scheme", value: scheme))
-        fields.append(HTTP2HeaderField(name: ":path", value: request.method.path))
-        fields.append(HTTP2HeaderField(name: ":authority", value: authority))
-        fields.append(HTTP2HeaderField(name: "content-type", value: "application/grpc"))
-        fields.append(HTTP2HeaderField(name: "te", value: "trailers"))
-        fields.append(HTTP2HeaderField(name: "user-agent", value: configuration.userAgent))
-        fields.append(HTTP2HeaderField(name: "grpc-accept-encoding", value: "identity,gzip"))
-        var remaining: Duration?
-        if let deadline = request.deadline {
-            let left = deadline - .now
-            guard left > .zero else {
-                return transport.fail(RPCError(.deadlineExceeded, "deadline exceeded before the call started"))
-            }
-            remaining = left
-            // The remaining time differs on every call: indexing it would only push reusable fields out of the tables.
-            fields.append(.init(name: "grpc-timeout", value: GRPCTimeout.format(left), neverIndexed: true))
-        }
-        if let compression = request.compression {
-            fields.append(.init(name: "grpc-encoding", value: compression.rawValue))
-        }
-        request.metadata.forEachHeaderField { name, value, neverIndexed in
-            if !Self.isReserved(name) { fields.append(.init(name: name, value: value, neverIndexed: neverIndexed)) }
-        }
-
-        let streamID: Int32
-        do {
-            streamID = try session.submitRequest(fields, endStream: false)
-        } catch {
-            return transport.fail(
-                configuration.unavailable("could not open a stream to \(target): \(error)"), processed: false)
-        }
-        transport.streamID = streamID
-        let stream = ClientStream(transport: transport, maxReceiveMessageSize: request.maxReceiveMessageSize)
-        streams[streamID] = stream
-        state.streamOpened()
-        connectionState.setActiveStreams(streams.count)
-        if let single = request.singleRequest {
-            write(single, on: stream, streamID: streamID, session: session)
-            stream.requestsFinished = true
-            session.finishStream(streamID, trailers: nil)
-        }
-        if let remaining {
-            let deadline = NIODeadline.now() + TimeAmount(remaining)
-            stream.timerDeadline = deadline
-            armDeadlineTimer(by: deadline, on: context.eventLoop)
-        }
-        scheduleFlush()
-    }
-
-    private func armDeadlineTimer(by deadline: NIODeadline, on eventLoop: any EventLoop) {
-        let bound = NIOLoopBound(self, eventLoop: eventLoop)
-        deadlineTimer.fire(by: deadline, on: eventLoop) { bound.value.deadlineTimerFired() }
-    }
-
-    /// Cancels the calls past their deadline, then waits for the earliest deadline left.
-    private func deadlineTimerFired() {
-        deadlineTimer.fired()
-        guard let context else { return }
-        let (expired, next) = ConnectionDeadlineTimer.sweep(streams.values) { $0.ended ? nil : $0.timerDeadline }
-        for stream in expired { failStream(stream, RPCError(.deadlineExceeded, "deadline exceeded")) }
-        if let next { armDeadlineTimer(by: next, on: context.eventLoop) }
-    }
-
-    /// Pseudo-headers and the fields the runtime sets itself are not taken from call metadata.
-    private static func isReserved(_ name: String) -> Bool {
-        name.hasPrefix(":") || name.hasPrefix("grpc-") || name == "te" || name == "content-type"
-            || name == "user-agent" || name == "connection"
-    }
-
-    private func write(_ message: ByteBuffer, on stream: ClientStream, streamID: Int32, session: HTTP2Session) {
-        let compress = stream.transport.request.compression == .gzip
-        let body = compress ? Gzip.compress(message) : message
-        session.writeData(framedMessage(body, compressed: compress, allocator: context!.channel.allocator), streamID: streamID)
-    }
-
-    func sendMessage(
-        _ message: ByteBuffer, on transport: ClientStreamTransport,
-        whenQueued continuation: UnsafeContinuation<Void, any Error>
-    ) {
-        guard let session, let streamID = transport.streamID, let stream = streams[streamID], !stream.ended,
-            !stream.requestsFinished
-        else {
-            return continuation.resume(throwing: RPCError(.cancelled, "the call has ended"))
-        }
-        write(message, on: stream, streamID: streamID, session: session)
-        scheduleFlush()
-        if session.queuedOutboundBytes(streamID: streamID) > configuration.requestQueueHighWatermark {
-            stream.sendWaiter = continuation
-        } else {
-            continuation.resume()
-        }
-    }
-
-    func finishRequests(on transport: ClientStreamTransport) {
-        guard let session, let streamID = transport.streamID, let stream = streams[streamID], !stream.ended,
-            !stream.requestsFinished
-        else { return }
-        stream.requestsFinished = true
-        session.finishStream(streamID, trailers: nil)
-        scheduleFlush()
-    }
-
-    func cancelStream(_ transport: ClientStreamTransport, error: RPCError) {
-        guard let streamID = transport.streamID, let stream = streams[streamID] else {
-            return transport.fail(error)
-        }
-        failStream(stream, error)
-    }
-
-    /// The caller read enough messages: return the flow-control credit held back.
-    func releaseResponseCredit(on transport: ClientStreamTransport) {
-        guard let streamID = transport.streamID, let stream = streams[streamID], stream.withheldBytes > 0 else { return }
-        session?.consume(stream.withheldBytes, streamID: streamID)
-        stream.withheldBytes = 0
-        scheduleFlush()
     }
 
     // MARK: Output
@@ -494,33 +368,5 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
 
     func willPerform(_ action: ConnectionStateMachine.Action) {
         if action == .closeNow { logger.info("keepalive ping not answered; closing") }
-    }
-}
-
-/// One call attempt on the connection, owned by the handler (event loop only).
-final class ClientStream {
-    let transport: ClientStreamTransport
-    var deframer: MessageDeframer
-    var responsesGzipped = false
-    var headersReceived = false
-    /// The status is known (or the attempt failed): nothing more goes to the caller.
-    var ended = false
-    var requestsFinished = false
-    /// Received bytes whose flow-control credit is held back (back-pressure).
-    var withheldBytes = 0
-    var sendWaiter: UnsafeContinuation<Void, any Error>?
-    /// When the attempt's deadline passes (the connection's ``ConnectionDeadlineTimer`` cancels it then).
-    var timerDeadline: NIODeadline?
-
-    init(transport: ClientStreamTransport, maxReceiveMessageSize: Int) {
-        self.transport = transport
-        self.deframer = MessageDeframer(maxMessageSize: maxReceiveMessageSize)
-    }
-
-    func failSendWaiter(_ error: RPCError) {
-        if let waiter = sendWaiter {
-            sendWaiter = nil
-            waiter.resume(throwing: error)
-        }
     }
 }
