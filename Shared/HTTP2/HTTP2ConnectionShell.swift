@@ -83,7 +83,8 @@ extension HTTP2ConnectionShell {
             }
             if !session.wantsWrite { break }
         }
-        output.buffer.keep(buffer)
+        // A connection without calls keeps no buffer for its next flush (which may be minutes away).
+        if state.openStreams > 0 { output.buffer.keep(buffer) } else { output.buffer.release() }
         if buffer.readableBytes > 0 {
             context.writeAndFlush(NIOAny(buffer), promise: nil)
         }

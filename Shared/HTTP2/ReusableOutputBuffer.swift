@@ -29,4 +29,10 @@ public struct ReusableOutputBuffer {
     public mutating func keep(_ buffer: ByteBuffer) {
         spare = buffer.capacity <= retainedCapacity ? buffer : nil
     }
+
+    /// Lets the kept storage go: a connection without calls need not hold a buffer between flushes (thousands of
+    /// idle connections would hold one each).
+    public mutating func release() {
+        spare = nil
+    }
 }
