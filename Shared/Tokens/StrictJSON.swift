@@ -52,12 +52,7 @@ enum StrictJSON {
         }
 
         private mutating func object(depth: Int) throws(Violation) {
-            index += 1  // {
-            skipWhitespace()
-            if current == UInt8(ascii: "}") {
-                index += 1
-                return
-            }
+            if opensEmpty(closing: UInt8(ascii: "}")) { return }
             var names: [ArraySlice<UInt8>] = []
             var manyNames: Set<[UInt8]>?
             while true {
@@ -75,38 +70,41 @@ enum StrictJSON {
                 index += 1
                 skipWhitespace()
                 try value(depth: depth)
-                skipWhitespace()
-                switch current {
-                case UInt8(ascii: ","):
-                    index += 1
-                    skipWhitespace()
-                case UInt8(ascii: "}"):
-                    index += 1
-                    return
-                default: throw Violation("no comma or end of object at byte \(index)")
-                }
+                if try containerEnds(with: UInt8(ascii: "}"), "object") { return }
             }
         }
 
         private mutating func array(depth: Int) throws(Violation) {
-            index += 1  // [
-            skipWhitespace()
-            if current == UInt8(ascii: "]") {
-                index += 1
-                return
-            }
+            if opensEmpty(closing: UInt8(ascii: "]")) { return }
             while true {
                 try value(depth: depth)
+                if try containerEnds(with: UInt8(ascii: "]"), "array") { return }
+            }
+        }
+
+        /// At an object's or array's opening byte: consumes it and the whitespace after, and the closing byte too
+        /// when the container is empty (then returns true).
+        private mutating func opensEmpty(closing: UInt8) -> Bool {
+            index += 1
+            skipWhitespace()
+            guard current == closing else { return false }
+            index += 1
+            return true
+        }
+
+        /// After a member or an element: true at the container's end (consumed), false after a comma (consumed, with
+        /// the whitespace after it).
+        private mutating func containerEnds(with closing: UInt8, _ container: String) throws(Violation) -> Bool {
+            skipWhitespace()
+            switch current {
+            case UInt8(ascii: ","):
+                index += 1
                 skipWhitespace()
-                switch current {
-                case UInt8(ascii: ","):
-                    index += 1
-                    skipWhitespace()
-                case UInt8(ascii: "]"):
-                    index += 1
-                    return
-                default: throw Violation("no comma or end of array at byte \(index)")
-                }
+                return false
+            case closing:
+                index += 1
+                return true
+            default: throw Violation("no comma or end of \(container) at byte \(index)")
             }
         }
 
