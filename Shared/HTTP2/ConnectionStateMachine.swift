@@ -251,8 +251,8 @@ public struct ConnectionStateMachine: Sendable {
         return closeIfDrained()
     }
 
-    /// Every stream is gone at once (the grace period ended, the connection was lost).
-    public mutating func allStreamsClosed(now: NIODeadline) {
+    /// Every stream is gone at once (the grace period ended).
+    private mutating func allStreamsClosed(now: NIODeadline) {
         openStreams = 0
         idleSince = now
     }
@@ -281,14 +281,9 @@ public struct ConnectionStateMachine: Sendable {
         return actions
     }
 
-    /// The connection failed (a protocol error, a flood, a session that cannot send): close after writing what
-    /// is queued (a GOAWAY the session submitted, for one).
-    public mutating func fail() {
-        phase = .closed
-    }
-
-    /// The peer closed its side, or the socket went away.
-    public mutating func closed() {
+    /// The connection is done: it failed (a protocol error, a flood, a session that cannot send; what is queued,
+    /// a GOAWAY for one, is still written), the peer closed its side, or the socket went away.
+    public mutating func close() {
         phase = .closed
     }
 

@@ -78,7 +78,7 @@ extension HTTP2ConnectionShell {
                 handle(events)
             } catch {
                 sessionFailedWhileSending(error)
-                state.fail()
+                state.close()
                 break
             }
             if !session.wantsWrite { break }
@@ -101,7 +101,7 @@ extension HTTP2ConnectionShell {
     /// Closes after writing what is queued: at once when the socket is backed up (a peer that does not read would
     /// keep the connection open for ever) or nothing can be written yet, at the end of a read burst when in one.
     public func closeAfterFlushing() {
-        state.fail()
+        state.close()
         guard let context else { return }
         guard context.channel.isWritable, output.enabled else { return context.close(promise: nil) }
         if output.inReadBurst { return }  // channelReadComplete flushes and closes
@@ -157,7 +157,7 @@ extension HTTP2ConnectionShell {
 
     /// The connection is gone: no timer may fire for it any more.
     public func connectionClosed() {
-        state.closed()
+        state.close()
         timers.cancelAll()
     }
 }

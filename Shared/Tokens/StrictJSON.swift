@@ -231,11 +231,14 @@ enum StrictJSON {
                 }
                 let kind = content[position + 1]
                 guard kind == UInt8(ascii: "u") else {
-                    let simple: [UInt8: UInt8] = [
-                        UInt8(ascii: "b"): 0x08, UInt8(ascii: "f"): 0x0C, UInt8(ascii: "n"): 0x0A,
-                        UInt8(ascii: "r"): 0x0D, UInt8(ascii: "t"): 0x09,
-                    ]
-                    raw.append(simple[kind] ?? kind)
+                    switch kind {
+                    case UInt8(ascii: "b"): raw.append(0x08)
+                    case UInt8(ascii: "f"): raw.append(0x0C)
+                    case UInt8(ascii: "n"): raw.append(0x0A)
+                    case UInt8(ascii: "r"): raw.append(0x0D)
+                    case UInt8(ascii: "t"): raw.append(0x09)
+                    default: raw.append(kind)  // \" \\ \/
+                    }
                     position += 2
                     continue
                 }

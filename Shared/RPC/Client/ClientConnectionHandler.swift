@@ -107,7 +107,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
         } catch {
             handle(error.events)
             logger.info("HTTP/2 protocol error from the server; closing", metadata: ["error": "\(error)"])
-            state.fail()
+            state.close()
         }
     }
 
