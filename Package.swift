@@ -171,6 +171,12 @@ let package = Package(
                 "HabitFlowTLS", "HabitFlowCompression", nioCore, nioPosix, logging, swiftProtobuf,
             ]),
 
+        // Forwarding whole services to another server without decoding their messages (the gateway), with the
+        // event-loop fast path for unary calls that joins a server connection to a client connection.
+        library(
+            "HabitFlowRPCProxy", path: "Shared/RPC/Proxy",
+            dependencies: ["HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", nioCore]),
+
         library(
             "HabitFlowRPCSideServices", path: "Shared/RPC/SideServices",
             dependencies: [
@@ -251,7 +257,7 @@ let package = Package(
                 "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowArchive", "HabitFlowAuthProtos",
                 "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowEvents", "HabitFlowGRPCSideServiceProtos",
                 "HabitFlowGatewayProtos", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos", "HabitFlowSocialProtos",
-                "HabitFlowPublicAPI", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer",
+                "HabitFlowPublicAPI", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCProxy", "HabitFlowRPCServer",
                 "HabitFlowRPCSideServices", "HabitFlowRPCWeb", "HabitFlowServiceAPI", "HabitFlowServiceKit",
                 "HabitFlowTLS", "HabitFlowTokens", logging, prometheus, swiftProtobuf,
             ]),
@@ -286,7 +292,7 @@ let package = Package(
             ]),
         executable(
             "interop-client", path: "Tools/Interop/Client",
-            dependencies: ["GRPCInteropTesting", "HabitFlowRPC", "HabitFlowRPCClient", logging, nioPosix]),
+            dependencies: ["GRPCInteropTesting", "HabitFlowHTTP2", "HabitFlowRPC", "HabitFlowRPCClient", logging, nioPosix]),
 
         // The product in one walkthrough through the SDK, against a running stack (scripts/demo).
         executable("habitflow-demo", path: "Tools/Demo", dependencies: ["HabitFlowSDK", "HabitFlowArchive"]),
@@ -334,8 +340,9 @@ let package = Package(
         testTarget(
             "RPCClientTests",
             dependencies: [
-                "HabitFlowLocking", "GRPCInteropTesting", "HabitFlowTestSupport", "HabitFlowGRPCProtos", "HabitFlowRPC",
-                "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowTLS", nioCore, nioEmbedded, nioPosix, logging,
+                "HabitFlowLocking", "GRPCInteropTesting", "HabitFlowTestSupport", "HabitFlowGRPCProtos", "HabitFlowHTTP2",
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCProxy", "HabitFlowRPCServer", "HabitFlowTLS", nioCore,
+                nioEmbedded, nioPosix, logging,
                 swiftProtobuf,
             ]),
         testTarget(
@@ -362,7 +369,8 @@ let package = Package(
             "PostgresTests",
             dependencies: [
                 "HabitFlowCalendar", "HabitFlowTestSupport", "HabitFlowPostgres", "HabitFlowOutbox", "HabitFlowEvents",
-                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", logging, nioPosix, swiftProtobuf,
+                "HabitFlowHTTP2", "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", logging, nioPosix,
+                swiftProtobuf,
             ]),
         testTarget(
             "TLSTests",

@@ -317,8 +317,9 @@ import Testing
         }
     }
 
-    /// The event-loop path's admission decides only what the caches know, and then as the interceptor would.
-    @Test func admissionWithoutWaitingDecidesOnlyFromTheCaches() async throws {
+    /// The one admission step both paths take: decided on the spot when the caches know the token and session (or
+    /// none is needed), else left to ``GatewayInterceptor/authenticate(_:_:)``, which may wait.
+    @Test func admissionDecidesFromTheCachesOrLeavesItToAuthentication() async throws {
         let key = try SigningKey.generate()
         let interceptor = makeInterceptor(
             keys: keys(verifying: key), records: LogCapture(), registry: PrometheusCollectorRegistry(),
@@ -338,43 +339,53 @@ import Testing
                 requestMetadata: token.map { ["authorization": .text("Bearer \($0)")] } ?? [:], deadline: nil,
                 peer: "ipv4:198.51.100.7:40000")
         }
-        func isUndecided(_ context: ServerContext) -> Bool {
-            if case .undecided = interceptor.admitWithoutWaiting(context) { return true }
-            return false
+        func waitingInfo(_ context: ServerContext) -> GatewayCallInfo? {
+            if case .authenticating(let info) = interceptor.admit(context) { return info }
+            return nil
         }
         let active = try token(session: "active")
 
-        // Not known to the caches yet: undecided, and nothing was done for the call.
+        // Not known to the caches yet: authentication decides, with the request id already given.
         let first = call(token: active)
-        #expect(isUndecided(first))
-        #expect(first.initialMetadata["x-request-id"] == nil)
-        // No token, or a method that needs none: always the interceptor's.
-        #expect(isUndecided(call(token: nil)))
-        #expect(isUndecided(call("Login", service: "habitflow.auth.v1.AuthService", token: active)))
+        var info = try #require(waitingInfo(first))
+        #expect(info.caller == nil)
+        #expect(info.clientAddress == "198.51.100.7")
+        #expect(first.initialMetadata["x-request-id"] == info.requestID)
+        // No token: authentication decides too, and refuses.
+        var anonymous = try #require(waitingInfo(call(token: nil)))
+        await #expect(throws: RPCError.self) { try await interceptor.authenticate(call(token: nil), &anonymous) }
+        // A method that needs no token is admitted at once, without a caller.
+        guard case .admitted(let signIn) = interceptor.admit(call("Login", service: "habitflow.auth.v1.AuthService", token: nil))
+        else {
+            Issue.record("a sign-in call is admitted without a token")
+            return
+        }
+        #expect(signIn.caller == nil)
 
-        // The interceptor authenticates the first call (one of the account's two tokens)...
-        try await interceptor.intercept(context: first) {}
-        // ...and the caches admit the next, as the interceptor would, with a request id (another token)...
+        // Authentication verifies the first call (one of the account's two tokens)...
+        try await interceptor.authenticate(first, &info)
+        #expect(info.caller?.sessionID == "active")
+        // ...so the caches admit the next on the spot (the other token)...
         let second = call(token: active)
-        guard case .admitted(let info) = interceptor.admitWithoutWaiting(second) else {
+        guard case .admitted(let admitted) = interceptor.admit(second) else {
             Issue.record("a cached token of an active session is admitted")
             return
         }
-        #expect(info.caller?.sessionID == "active")
-        #expect(info.clientAddress == "198.51.100.7")
-        #expect(second.initialMetadata["x-request-id"] == info.requestID)
+        #expect(admitted.caller?.sessionID == "active")
+        #expect(second.initialMetadata["x-request-id"] == admitted.requestID)
         // ...and refuse the third by the account's limit, naming the user.
-        guard case .refused(let refusedInfo, let error) = interceptor.admitWithoutWaiting(call(token: active)) else {
+        guard case .refused(let refusedInfo, let error) = interceptor.admit(call(token: active)) else {
             Issue.record("the account's limit refuses the third call")
             return
         }
         #expect(error.code == .resourceExhausted)
         #expect(refusedInfo.caller?.sessionID == "active")
 
-        // A revoked session is cached as revoked: the caches never admit it, so the interceptor refuses it.
+        // A revoked session is cached as revoked: the caches never admit it, and authentication refuses it.
         let revoked = try token(session: "revoked")
         await #expect(throws: RPCError.self) { try await interceptor.intercept(context: call(token: revoked)) {} }
-        #expect(isUndecided(call(token: revoked)))
+        var revokedInfo = try #require(waitingInfo(call(token: revoked)))
+        await #expect(throws: RPCError.self) { try await interceptor.authenticate(call(token: revoked), &revokedInfo) }
     }
 
     @Test func unexpectedHandlerErrorsAreMappedToInternal() async throws {

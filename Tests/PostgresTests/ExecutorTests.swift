@@ -1,5 +1,6 @@
 import HabitFlowTestSupport
 import Foundation
+import HabitFlowHTTP2
 import HabitFlowPostgres
 import HabitFlowRPC
 import NIOPosix

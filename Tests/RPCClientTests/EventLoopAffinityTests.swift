@@ -1,3 +1,4 @@
+import HabitFlowHTTP2
 import HabitFlowRPC
 import HabitFlowRPCClient
 import NIOPosix

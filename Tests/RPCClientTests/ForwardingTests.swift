@@ -3,6 +3,7 @@ import GRPCInteropTesting
 import HabitFlowGRPCProtos
 import HabitFlowRPC
 import HabitFlowRPCClient
+import HabitFlowRPCProxy
 import HabitFlowRPCServer
 import HabitFlowTestSupport
 import NIOCore
@@ -33,7 +34,8 @@ private struct ProxiedBackend {
         ])
 
     /// - Parameter fastPath: unary calls take the event-loop path (``EventLoopUnaryForwarder``), shaped like the
-    ///   others; `decide` declines calls with `x-take-general-path` and refuses calls with `x-refuse`.
+    ///   others; `decide` declines calls with `x-take-general-path`, refuses calls with `x-refuse`, and leaves calls
+    ///   with `x-decide-in-task` (`forward` or `refuse`) to a task that waits 20 ms first.
     static func start(
         fastPath: Bool = false, configureBackend: (inout RPCServerConfiguration) -> Void = { _ in }
     ) async throws -> ProxiedBackend {
@@ -57,16 +59,23 @@ private struct ProxiedBackend {
                 if context.requestMetadata["x-refuse"] != nil {
                     return .refuse(RPCError(.permissionDenied, "refused on the fast path"))
                 }
-                var options = CallOptions.forwarding(method, from: context)
-                shape(method, &options)
-                return .forward(options) { outcome in
-                    fastPathEnds.update { ends in
-                        switch outcome {
-                        case .success: ends.append(.ok)
-                        case .failure(let error): ends.append((error as? RPCError)?.code ?? .unknown)
+                @Sendable func forward() -> EventLoopUnaryForwarder.Decision {
+                    var options = CallOptions.forwarding(method, from: context)
+                    shape(method, &options)
+                    return .forward(options) { outcome in
+                        fastPathEnds.update { ends in
+                            switch outcome {
+                            case .success: ends.append(.ok)
+                            case .failure(let error): ends.append((error as? RPCError)?.code ?? .unknown)
+                            }
                         }
+                        return outcome
                     }
-                    return outcome
+                }
+                guard let inTask = context.requestMetadata["x-decide-in-task"] else { return forward() }
+                return .decideInTask {
+                    try? await Task.sleep(for: .milliseconds(20))
+                    return inTask == "refuse" ? .refuse(RPCError(.unauthenticated, "refused in the task")) : forward()
                 }
             }
         }
@@ -339,6 +348,37 @@ private struct ProxiedBackend {
         _ = try await proxied.client.unary(
             ProbeService.metadata, empty, options: CallOptions(), responseType: Google_Protobuf_StringValue.self)
         #expect(proxied.prepared.value == ["Metadata", "Metadata"])
+        #expect(proxied.fastPathEnds.value == [.ok])
+        await proxied.stop()
+    }
+
+    /// What a gateway does with a token its caches do not know: the decision waits in a task, then refuses or
+    /// forwards as on the event loop.
+    @Test func fastPathDecidesInATaskWhenItMustWait() async throws {
+        let proxied = try await ProxiedBackend.start(fastPath: true)
+        let empty = Google_Protobuf_Empty()
+        var forwarded = CallOptions()
+        forwarded.metadata.add("x-decide-in-task", "forward")
+        forwarded.metadata.add("authorization", "Bearer secret")
+        forwarded.metadata.add("x-user", "7")
+        let response = try await proxied.client.unary(
+            ProbeService.metadata, empty, options: forwarded, responseType: Google_Protobuf_StringValue.self)
+        // Shaped as on the event loop: the authorization is gone, the rest passed on.
+        #expect(response.message.value.hasPrefix("authorization=;"))
+        #expect(response.message.value.contains(";x-user=7;"))
+        #expect(proxied.prepared.value == ["Metadata"])
+        #expect(proxied.fastPathEnds.value == [.ok])
+
+        var refused = CallOptions()
+        refused.metadata.add("x-decide-in-task", "refuse")
+        let error = await #expect(throws: RPCError.self) {
+            _ = try await proxied.client.unary(
+                ProbeService.metadata, empty, options: refused, responseType: Google_Protobuf_StringValue.self)
+        }
+        #expect(error?.code == .unauthenticated)
+        #expect(error?.message == "refused in the task")
+        // Nothing reached the backend, and the end hook belongs to forwarded calls only.
+        #expect(proxied.prepared.value == ["Metadata"])
         #expect(proxied.fastPathEnds.value == [.ok])
         await proxied.stop()
     }

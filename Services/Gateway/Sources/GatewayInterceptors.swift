@@ -139,9 +139,21 @@ struct GatewayInterceptor: ServerInterceptor {
 
     func intercept(context: ServerContext, next: @Sendable () async throws -> Void) async throws {
         let start = ContinuousClock.now
-        var info = GatewayCallInfo.starting(context)
+        var info: GatewayCallInfo
+        switch admit(context) {
+        case .admitted(let admitted):
+            info = admitted
+        case .refused(let refused, let error):
+            throw failed(context, info: refused, startedAt: start, error: error)
+        case .authenticating(let waiting):
+            info = waiting
+            do {
+                try await authenticate(context, &info)
+            } catch {
+                throw failed(context, info: info, startedAt: start, error: error)
+            }
+        }
         do {
-            try await admit(context, &info)
             try await GatewayCallInfo.$current.withValue(info) { try await next() }
         } catch {
             throw failed(context, info: info, startedAt: start, error: error)
@@ -166,14 +178,48 @@ struct GatewayInterceptor: ServerInterceptor {
         logCall(context, info: info, code: code, elapsed: elapsed)
     }
 
-    /// The rate limits and authentication; sets `info.caller` for authenticated calls (also when the account's
-    /// limit then refuses the call, so the access log names the user).
-    private func admit(_ context: ServerContext, _ info: inout GatewayCallInfo) async throws {
+    /// How ``admit(_:)`` decided.
+    enum Admission {
+        /// Go on with the call (for a token-checked call, `caller` is set).
+        case admitted(GatewayCallInfo)
+        /// End the call with this error (a rate limit refused it).
+        case refused(GatewayCallInfo, RPCError)
+        /// The token or its session is not in the caches: ``authenticate(_:_:)`` decides, and may have to wait.
+        case authenticating(GatewayCallInfo)
+    }
+
+    /// The admission of every call, on both of the gateway's paths: this interceptor and the event-loop fast path
+    /// (``GatewayServiceDefinition/unaryForwarder(_:channel:interceptor:credential:defaultTimeout:)``), which runs it
+    /// on the connection's event loop and so cannot wait. In order: the request id (also put in the response
+    /// headers), the per-address limit, then, for calls that need a token, the caller as the caches know it and the
+    /// per-account limit.
+    func admit(_ context: ServerContext) -> Admission {
         let method = context.method
-        try checkAddressLimit(info, method: method)
-        if PublicAPI.unauthenticatedMethods.contains(method.path) || GatewayRoutes.sideServices.contains(method.service) {
-            return
+        var info = GatewayCallInfo.starting(context)
+        do {
+            try checkAddressLimit(info, method: method)
+        } catch {
+            return .refused(info, error)
         }
+        if PublicAPI.unauthenticatedMethods.contains(method.path) || GatewayRoutes.sideServices.contains(method.service) {
+            return .admitted(info)
+        }
+        guard let caller = authenticator.cachedActiveCaller(context.requestMetadata) else {
+            return .authenticating(info)
+        }
+        info.caller = caller
+        do {
+            try checkAccountLimit(caller)
+        } catch {
+            return .refused(info, error)
+        }
+        return .admitted(info)
+    }
+
+    /// The rest of an ``Admission/authenticating(_:)`` admission: verifies the token and asks whether its session is
+    /// active (each only when the caches do not know), then the per-account limit. Sets `info.caller` (also when
+    /// the account's limit then refuses the call, so the access log names the user).
+    func authenticate(_ context: ServerContext, _ info: inout GatewayCallInfo) async throws(RPCError) {
         let caller: AuthenticatedCaller
         do {
             caller = try await authenticator.authenticate(context.requestMetadata)
@@ -183,37 +229,6 @@ struct GatewayInterceptor: ServerInterceptor {
         }
         info.caller = caller
         try checkAccountLimit(caller)
-    }
-
-    /// How ``admitWithoutWaiting(_:)`` decided.
-    enum ImmediateAdmission {
-        /// Forward the call (its request id is in the response headers already).
-        case admitted(GatewayCallInfo)
-        /// End the call with this error (a rate limit refused it).
-        case refused(GatewayCallInfo, RPCError)
-        /// Only ``intercept(context:next:)`` can decide (nothing was done for the call): a method that needs no
-        /// token, or a token or session the caches do not know.
-        case undecided
-    }
-
-    /// What ``intercept(context:next:)`` would decide before the handler, when the caches decide it alone: for the
-    /// gateway's event-loop path (``Gateway/unaryForwarder(_:channel:interceptor:credential:defaultTimeout:)``),
-    /// which cannot wait.
-    func admitWithoutWaiting(_ context: ServerContext) -> ImmediateAdmission {
-        let method = context.method
-        guard !PublicAPI.unauthenticatedMethods.contains(method.path),
-            !GatewayRoutes.sideServices.contains(method.service),
-            let caller = authenticator.cachedActiveCaller(context.requestMetadata)
-        else { return .undecided }
-        var info = GatewayCallInfo.starting(context)
-        do {
-            try checkAddressLimit(info, method: method)
-            info.caller = caller
-            try checkAccountLimit(caller)
-        } catch {
-            return .refused(info, error)
-        }
-        return .admitted(info)
     }
 
     /// The per-client-address limit (health checks are exempt).

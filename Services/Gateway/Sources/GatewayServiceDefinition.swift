@@ -11,6 +11,7 @@ internal import HabitFlowHabitsProtos
 internal import HabitFlowSocialProtos
 internal import HabitFlowRPC
 internal import HabitFlowRPCClient
+internal import HabitFlowRPCProxy
 internal import HabitFlowRPCServer
 internal import HabitFlowRPCSideServices
 internal import HabitFlowRPCWeb

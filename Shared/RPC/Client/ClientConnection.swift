@@ -1,3 +1,4 @@
+internal import HabitFlowHTTP2
 internal import HabitFlowLocking
 internal import HabitFlowRPC
 internal import HabitFlowTLS

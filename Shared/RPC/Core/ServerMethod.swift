@@ -42,8 +42,6 @@ public struct ServerMethod: Sendable {
     public let descriptor: MethodDescriptor
     public let kind: RPCKind
     public let run: @Sendable (_ context: ServerContext, _ transport: any ServerCallTransport) async throws -> Void
-    /// A unary method's event-loop fast path, tried before `run` (see ``UnaryCallForwarder``).
-    public var unaryForwarder: (any UnaryCallForwarder)?
     /// How the method's messages read and write as JSON, for web clients (Connect with `application/json`); `nil`
     /// when its message types are unknown here (such a method answers JSON calls `UNIMPLEMENTED`).
     public var jsonTranscoder: (any MessageJSONTranscoding)?
@@ -150,7 +148,7 @@ private func receiveSingleRequest<Request: Message>(
 }
 
 /// The one request message of a unary or server-streaming call (`UNIMPLEMENTED` for none or several).
-func receiveSingleMessage(context: ServerContext, transport: any ServerCallTransport) async throws -> ReceivedMessage {
+package func receiveSingleMessage(context: ServerContext, transport: any ServerCallTransport) async throws -> ReceivedMessage {
     guard let first = try await transport.nextRequest() else {
         throw RPCError(.unimplemented, "\(context.method.path) expects exactly one request message, got none")
     }

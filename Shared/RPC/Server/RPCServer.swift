@@ -5,9 +5,11 @@ public import Logging
 public import NIOCore
 public import NIOPosix
 
-/// The routing table of a server: every method of every registered service by `:path`, and the interceptors.
+/// The routing table of a server: every method of every registered service by `:path`, the fast paths of the
+/// unary methods that have one (``UnaryForwardingService``), and the interceptors.
 struct RPCRouter: Sendable {
     let methods: [String: ServerMethod]
+    let unaryForwarders: [String: any UnaryCallForwarder]
     let interceptors: [any ServerInterceptor]
 }
 
@@ -44,14 +46,18 @@ public final class RPCServer: Sendable {
         logger: Logger
     ) {
         var methods: [String: ServerMethod] = [:]
+        var unaryForwarders: [String: any UnaryCallForwarder] = [:]
         for service in services {
             for method in service.methods {
                 precondition(methods[method.descriptor.path] == nil, "\(method.descriptor.path) is registered twice")
                 methods[method.descriptor.path] = method
+                if method.kind == .unary, let forwarder = (service as? any UnaryForwardingService)?.unaryForwarder(for: method) {
+                    unaryForwarders[method.descriptor.path] = forwarder
+                }
             }
         }
         self.configuration = configuration
-        self.router = RPCRouter(methods: methods, interceptors: interceptors)
+        self.router = RPCRouter(methods: methods, unaryForwarders: unaryForwarders, interceptors: interceptors)
         self.group = group
         self.logger = logger
     }

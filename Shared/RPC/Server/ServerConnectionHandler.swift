@@ -299,7 +299,9 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
         for (stream, method) in starts where streams[stream.streamID] === stream && !stream.statusSent {
             // Web calls too: the forwarder answers through `sendResponse` and `handlerFinished`, which write a web
             // call's response with its codec (a Connect JSON request was turned into protobuf when its body ended).
-            if let forwarder = method.unaryForwarder, let request = stream.transport.takeOnlyRequest() {
+            if let forwarder = router.unaryForwarders[method.descriptor.path],
+                let request = stream.transport.takeOnlyRequest()
+            {
                 let responder = EventLoopCallResponder(connection: loopBound, streamID: stream.streamID)
                 if forwarder.forward(request, context: stream.context, responder: responder) { continue }
                 _ = stream.transport.deliver(request)

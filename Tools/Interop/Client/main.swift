@@ -8,6 +8,7 @@
 // (after `warm-up` seconds not counted) and prints one JSON line: requests/s, p50/p99 latency in ms, errors.
 import Foundation
 import GRPCInteropTesting
+import HabitFlowHTTP2
 import HabitFlowRPC
 import HabitFlowRPCClient
 import Logging

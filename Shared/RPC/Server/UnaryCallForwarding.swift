@@ -1,12 +1,18 @@
+public import HabitFlowRPC
 public import NIOCore
 
-// The event-loop fast path of a proxy (the gateway): a unary call whose request is in is passed on to a backend
-// connection on the same event loop and its response piped back, with no task, no client call object and no thread
-// hop. Everything here runs on that event loop; whatever a forwarder cannot finish there continues in a task
-// (``ForwardedCallResponder/continueInTask(_:)``).
+// The server's hook for a proxy's event-loop fast path (`HabitFlowRPCProxy`): a unary call whose request is in may be
+// taken on the connection's event loop, before any interceptor and without a task. Whatever a forwarder cannot finish
+// there continues in a task (``ForwardedCallResponder/continueInTask(_:)``).
 
-/// Takes unary calls of one method on the server connection's event loop (set as ``ServerMethod/unaryForwarder``);
-/// ``ServerMethod/run`` stays the path for everything it declines.
+/// A service some of whose unary methods have an event-loop fast path; the server asks once per method as it is
+/// made, and tries the forwarder before the method's handler.
+public protocol UnaryForwardingService: RPCService {
+    func unaryForwarder(for method: ServerMethod) -> (any UnaryCallForwarder)?
+}
+
+/// Takes unary calls of one method on the server connection's event loop; the method's handler stays the path for
+/// everything it declines.
 public protocol UnaryCallForwarder: Sendable {
     /// Called on the connection's event loop once the call's one request message and the client's half-close are
     /// in, before any interceptor runs. Returns false to decline: nothing may have been sent, added to the context or
@@ -28,16 +34,4 @@ public protocol ForwardedCallResponder: Sendable {
     /// their part), for what cannot be done on the event loop, such as waiting for a connection or a retry. The
     /// ``onCancel(_:)`` registration is dropped; cancellation reaches the task.
     func continueInTask(_ handler: @escaping @Sendable (any ServerCallTransport) async throws -> Void)
-}
-
-/// Receives, on the channel's event loop, the response of a call started with
-/// `RPCChannel.forwardOnCurrentEventLoop`: headers, then messages, then exactly one end.
-public protocol ForwardedResponseReceiver: Sendable {
-    func receiveHeaders(_ metadata: Metadata)
-    func receiveMessage(_ message: ReceivedMessage)
-    /// The call ended: OK with its trailers, or its error (trailers in ``RPCError/trailers``). `retryable` says that
-    /// the channel's retry policy would try the call again (no response headers arrived, and the stream never reached
-    /// the server, or the call is idempotent, failed `UNAVAILABLE` and the channel's retry budget allows it): a
-    /// retrying client call may take it from here (its attempts then come on top of this one).
-    func receiveEnd(_ outcome: Result<Metadata, RPCError>, retryable: Bool)
 }

@@ -1,13 +1,16 @@
 public import HabitFlowRPC
+public import HabitFlowRPCClient
+public import HabitFlowRPCServer
 internal import NIOCore
 
 /// Passes unary calls of one method on through a channel, on the server connection's event loop: the request goes
 /// out on a ready connection on the same loop and the response comes back as it arrives, with no task, no client
 /// call object and no thread hop (a proxy's fast path; see ``UnaryCallForwarder``). `decide` runs first, per call,
-/// on the event loop: it declines (the method's general path takes the call), refuses, or gives the options to
-/// forward with and a hook that sees how the call ended. When no connection is ready on the loop, or a failure
-/// may be retried (``ForwardedResponseReceiver/receiveEnd(_:retryable:)``), the call continues in a task as
-/// ``ForwardingService`` runs it, without `decide` again.
+/// on the event loop: it declines (the method's general path takes the call), refuses, gives the options to forward
+/// with and a hook that sees how the call ended, or leaves that decision to a task when it has to wait (such as for
+/// a token check). When no connection is ready on the loop, or a failure may be retried
+/// (``ForwardedResponseReceiver/receiveEnd(_:retryable:)``), the call continues in a task as ``ForwardingService``
+/// runs it, without `decide` again.
 public struct EventLoopUnaryForwarder: UnaryCallForwarder {
     public enum Decision: Sendable {
         /// Leave the call to the method's general path; nothing may have been done for it.
@@ -15,7 +18,12 @@ public struct EventLoopUnaryForwarder: UnaryCallForwarder {
         /// End the call with this error.
         case refuse(any Error)
         /// Forward the call with these options; `ended` gets how it ended and returns what the client is told.
-        case forward(CallOptions, ended: @Sendable (Result<Void, any Error>) -> Result<Void, any Error>)
+        case forward(CallOptions, ended: Ended)
+        /// Continue the call in a task, where `decide` refuses or forwards it (it must not decline: the call is
+        /// taken).
+        case decideInTask(_ decide: @Sendable () async -> Decision)
+
+        public typealias Ended = @Sendable (Result<Void, any Error>) -> Result<Void, any Error>
     }
 
     public let method: MethodSchema
@@ -47,7 +55,40 @@ public struct EventLoopUnaryForwarder: UnaryCallForwarder {
                 call.continueInTask()
             }
             return true
+        case .decideInTask(let decide):
+            relayInTask(request.payload, context: context, responder: responder, method: method, channel: channel, decide)
+            return true
         }
+    }
+}
+
+/// The rest of a call as the general path runs it, in a task: `decide`, then a client call that connects, waits and
+/// retries as the channel's policy allows.
+private func relayInTask(
+    _ request: ByteBuffer, context: ServerContext, responder: any ForwardedCallResponder, method: MethodSchema,
+    channel: RPCChannel, _ decide: @escaping @Sendable () async -> EventLoopUnaryForwarder.Decision
+) {
+    responder.continueInTask { incoming in
+        let (options, ended): (CallOptions, EventLoopUnaryForwarder.Decision.Ended)
+        switch await decide() {
+        case .refuse(let error):
+            throw error
+        case .forward(let forwardOptions, let forwardEnded):
+            (options, ended) = (forwardOptions, forwardEnded)
+        case .decline, .decideInTask:
+            assertionFailure("a call continued in a task is refused or forwarded")
+            throw RPCError(.internal, "the proxy could not decide how to forward the call")
+        }
+        let outcome: Result<Void, any Error>
+        do {
+            try await ForwardingService.relay(
+                method, request: request, options: options, over: channel.bypassingInterceptors, to: incoming,
+                context: context)
+            outcome = .success(())
+        } catch {
+            outcome = .failure(error)
+        }
+        try ended(outcome).get()
     }
 }
 
@@ -60,11 +101,11 @@ private final class ForwardedUnaryCall: ForwardedResponseReceiver {
     let context: ServerContext
     let channel: RPCChannel
     let responder: any ForwardedCallResponder
-    let ended: @Sendable (Result<Void, any Error>) -> Result<Void, any Error>
+    let ended: EventLoopUnaryForwarder.Decision.Ended
 
     init(
         method: MethodSchema, request: ByteBuffer, options: CallOptions, context: ServerContext, channel: RPCChannel,
-        responder: any ForwardedCallResponder, ended: @escaping @Sendable (Result<Void, any Error>) -> Result<Void, any Error>
+        responder: any ForwardedCallResponder, ended: @escaping EventLoopUnaryForwarder.Decision.Ended
     ) {
         self.method = method
         self.request = request
@@ -96,20 +137,9 @@ private final class ForwardedUnaryCall: ForwardedResponseReceiver {
         }
     }
 
-    /// The rest of the call as the general path runs it: a client call that connects, waits and retries as the
-    /// channel's policy allows.
+    /// The rest of the call in a task (no connection was ready on the loop, or the failure may be retried).
     func continueInTask() {
-        responder.continueInTask { [self] incoming in
-            let outcome: Result<Void, any Error>
-            do {
-                try await ForwardingService.relay(
-                    method, request: request, options: options, over: channel.bypassingInterceptors, to: incoming,
-                    context: context)
-                outcome = .success(())
-            } catch {
-                outcome = .failure(error)
-            }
-            try ended(outcome).get()
-        }
+        let decision = EventLoopUnaryForwarder.Decision.forward(options, ended: ended)
+        relayInTask(request, context: context, responder: responder, method: method, channel: channel) { decision }
     }
 }

@@ -1,3 +1,5 @@
+public import HabitFlowRPC
+public import HabitFlowRPCServer
 public import NIOCore
 
 /// Serves a service by passing every call on to another server, without decoding its messages: what a gateway
@@ -17,7 +19,7 @@ public import NIOCore
 ///     options.metadata.removeAll("authorization")  // shape each outgoing call here
 /// }
 /// ```
-public struct ForwardingService: RPCService {
+public struct ForwardingService: UnaryForwardingService {
     /// Shapes the options of one outgoing call, which start as ``CallOptions/forwarding(_:from:)`` made them; throws
     /// to refuse the call.
     public typealias PrepareCall = @Sendable (
@@ -51,10 +53,13 @@ public struct ForwardingService: RPCService {
     public var methods: [ServerMethod] {
         schema.methods.map { schema in
             var method = ServerMethod.forwarding(schema, to: transport, prepare: prepare)
-            if schema.kind == .unary { method.unaryForwarder = unaryForwarders(schema) }
             method.jsonTranscoder = jsonTranscoders[schema.descriptor.method]
             return method
         }
+    }
+
+    public func unaryForwarder(for method: ServerMethod) -> (any UnaryCallForwarder)? {
+        schema.methods.first { $0.descriptor == method.descriptor }.flatMap(unaryForwarders)
     }
 }
 
