@@ -379,8 +379,8 @@ let package = Package(
             "ServiceKitTests",
             dependencies: [
                 "HabitFlowInternalCredential", "HabitFlowTestSupport", "GRPCInteropTesting", "HabitFlowEvents",
-                "HabitFlowGRPCSideServiceProtos", "HabitFlowOutbox", "HabitFlowPostgres", "HabitFlowRPC",
-                "HabitFlowRPCClient", "HabitFlowServiceKit", serviceLifecycle, logging, swiftProtobuf,
+                "HabitFlowGRPCSideServiceProtos", "HabitFlowLocking", "HabitFlowOutbox", "HabitFlowPostgres",
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit", serviceLifecycle, logging, swiftProtobuf,
             ]),
         testTarget(
             "AuthTests",

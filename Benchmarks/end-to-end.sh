@@ -3,7 +3,9 @@
 # five years of history through the RPCs, then habitflow-load's mixed scenario open-loop at several rates through the
 # gateway, and a connection-scale step holding many HTTP/2 connections at a low rate. Per step: achieved rate,
 # p50/p99/p99.9, errors, and each process's CPU (% of a core and µs per request) and peak RSS (from /proc), the
-# driver's CPU too; with perf installed, each process's system calls and context switches per request.
+# driver's CPU too; with perf installed, each process's system calls and context switches per request. CPU, system
+# calls and switches count the driver's measured window only (`habitflow-load run --window-file`), not its setup
+# (connecting, every user refreshing its token) or warm-up.
 #
 #   Benchmarks/end-to-end.sh                       # the issue's plan (about 20 minutes after the build, half seeding)
 #   Benchmarks/end-to-end.sh --no-build --rates "250 500" --duration 10 --seed-days 28 --scale-connections 2000
@@ -15,6 +17,8 @@
 #   --mixed-connections "1000" (the mixed steps run at each rate on each of these connection counts)
 #   --kinds "mark-done week-view ..."  --kind-rate 500 (then one step per operation of the mix alone, at that rate on
 #   --users connections: the CPU per request of each kind)
+#   --profile DIR (perf record of every process during every step: DIR/<step>.<process>.txt, the top symbols, with
+#   the kernel's share; DIR/<step>.<process>.data for `perf report -i`)
 #
 # The seed step signs the accounts up through auth and creates their habits through the public API, then imports
 # their entries in batches through habits' internal ImportEntries (about 16.4 million for the defaults); it prints
@@ -37,6 +41,7 @@ mixed_connections=""
 kinds=""
 kind_rate=500
 json_out=""
+profile_dir=""
 build=true
 while (($#)); do
     case "$1" in
@@ -53,8 +58,9 @@ while (($#)); do
         --kinds) kinds=$2; shift 2 ;;
         --kind-rate) kind_rate=$2; shift 2 ;;
         --json) json_out=$2; shift 2 ;;
+        --profile) profile_dir=$(realpath -m "$2"); shift 2 ;;
         --no-build) build=false; shift ;;
-        -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "end-to-end: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -90,6 +96,7 @@ done
 
 workdir=$(mktemp -d /tmp/habitflow-e2e.XXXXXX)
 chmod 755 "$workdir"
+[[ -z $profile_dir ]] || mkdir -p "$profile_dir"
 pids=()
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -165,16 +172,20 @@ log "seeding $seed_users accounts × $seed_habits habits × $seed_days days (str
     --json "$workdir/seed.json" 2>"$workdir/seed.log" | sed 's/^/  /' || { tail -20 "$workdir/seed.log" >&2; exit 1; }
 
 results=()
-run_step() { # name, then habitflow-load run arguments
-    local name=$1
-    shift
-    local before=() process started
-    for process in "${processes[@]}"; do
-        before+=("$(cpu_ticks "$(pid_of "$process")")")
-        reset_peak_rss "$(pid_of "$process")"
+# The driver's measured window (after its setup and warm-up), watched from the background while a step runs: each
+# process's CPU ticks at its start and end, and perf (system calls, context switches, the profile) over exactly it.
+# Writes "$workdir/<step>.usage" ("process cpu-seconds" lines, the driver's last) and "$workdir/<step>.elapsed".
+# Counting the whole step instead would charge the requests with the setup: 1,000 users each refreshing a token.
+measure_window() { # name, the driver's pid
+    local name=$1 driver=$2 window="$workdir/$1.window" done="$workdir/$1.done" process
+    until grep -qs started "$window"; do
+        [[ -e $done ]] && return
+        sleep 0.02
     done
-    # System calls and context switches (wake-ups) of each process during the step, when perf is there.
-    local perf_pids=()
+    local started_at start_ticks=() perf_pids=()
+    started_at=$(date +%s.%N)
+    for process in "${processes[@]}"; do start_ticks+=("$(cpu_ticks "$(pid_of "$process")")"); done
+    start_ticks+=("$(cpu_ticks "$driver")")
     if command -v perf >/dev/null; then
         for process in "${processes[@]}"; do
             local pid targets
@@ -183,49 +194,81 @@ run_step() { # name, then habitflow-load run arguments
             perf stat -x, -e raw_syscalls:sys_enter,context-switches -p "$targets" -o "$workdir/$name.$process.perf" \
                 2>/dev/null &
             perf_pids+=($!)
+            if [[ -n $profile_dir ]]; then
+                perf record -q -F 999 -g -p "$targets" -o "$profile_dir/$name.$process.data" 2>/dev/null &
+                perf_pids+=($!)
+            fi
         done
     fi
-    started=$(date +%s.%N)
-    local status=0
-    # The driver's own CPU (user and system seconds), from bash's `time`.
-    local TIMEFORMAT="%U %S"
-    { time "$bin/habitflow-load" run --accounts "$workdir/accounts.jsonl" --json "$workdir/$name.json" --quiet "$@" \
-        >"$workdir/$name.txt" 2>"$workdir/$name.log"; } 2>"$workdir/$name.time" || status=$?
-    local elapsed
-    elapsed=$(awk -v end="$(date +%s.%N)" -v start="$started" 'BEGIN { print end - start }')
+    until grep -qs ended "$window" || [[ -e $done ]]; do sleep 0.02; done
+    local ended_at index=0 end_ticks
+    ended_at=$(date +%s.%N)
+    : >"$workdir/$name.usage"
+    for process in "${processes[@]}" driver; do
+        if [[ $process == driver ]]; then end_ticks=$(cpu_ticks "$driver"); else end_ticks=$(cpu_ticks "$(pid_of "$process")"); fi
+        echo "$process $(awk -v t="$((end_ticks - start_ticks[index]))" -v hz="$ticks_per_second" 'BEGIN { print t / hz }')" \
+            >>"$workdir/$name.usage"
+        index=$((index + 1))
+    done
     for pid in "${perf_pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
     for pid in "${perf_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    awk -v end="$ended_at" -v start="$started_at" 'BEGIN { print end - start }' >"$workdir/$name.elapsed"
+}
+
+run_step() { # name, then habitflow-load run arguments
+    local name=$1
+    shift
+    local process
+    for process in "${processes[@]}"; do reset_peak_rss "$(pid_of "$process")"; done
+    rm -f "$workdir/$name.window" "$workdir/$name.done" "$workdir/$name.usage"
+    "$bin/habitflow-load" run --accounts "$workdir/accounts.jsonl" --json "$workdir/$name.json" --quiet \
+        --window-file "$workdir/$name.window" "$@" >"$workdir/$name.txt" 2>"$workdir/$name.log" &
+    local driver=$! status=0
+    measure_window "$name" "$driver" &
+    local sampler=$!
+    wait "$driver" || status=$?
+    touch "$workdir/$name.done"
+    wait "$sampler" || true
+    if [[ -n $profile_dir ]]; then
+        for process in "${processes[@]}"; do
+            local data="$profile_dir/$name.$process.data"
+            [[ -s $data ]] || continue
+            # `head` closes the pipe early: not a failure.
+            { perf report -i "$data" --no-children --sort dso -g none --stdio 2>/dev/null | grep -v '^#' | sed '/^$/d' |
+                  head -8 || true
+              echo
+              perf report -i "$data" --no-children --sort symbol -g none --percent-limit 0.7 --stdio 2>/dev/null |
+                  grep -v '^#' | sed '/^$/d' | head -60 || true; } >"$profile_dir/$name.$process.txt"
+        done
+    fi
     if ((status >= 2)); then
         echo "  $name: habitflow-load failed (exit $status):" >&2
         tail -5 "$workdir/$name.log" >&2
         return
     fi
-    # One "process cpu-seconds peak-MiB" line per process, the driver's last, for the report below.
-    local usage="$workdir/$name.usage" index=0
-    : >"$usage"
-    for process in "${processes[@]}"; do
-        local pid ticks
-        pid=$(pid_of "$process")
-        ticks=$(($(cpu_ticks "$pid") - before[index]))
-        echo "$process $(awk -v t="$ticks" -v hz="$ticks_per_second" 'BEGIN { print t / hz }') $(peak_rss_mib "$pid")" \
-            >>"$usage"
-        index=$((index + 1))
-    done
-    awk '{ print "driver", $1 + $2, "-" }' "$workdir/$name.time" >>"$usage"
-    /usr/bin/python3 - "$workdir/$name.json" "$name" "$usage" "$elapsed" "$workdir/$name" <<'EOF'
+    if [[ ! -s "$workdir/$name.usage" ]]; then
+        echo "  $name: the driver ended before its measured window started" >&2
+        return
+    fi
+    local peaks="$workdir/$name.peaks"
+    : >"$peaks"
+    for process in "${processes[@]}"; do echo "$process $(peak_rss_mib "$(pid_of "$process")")" >>"$peaks"; done
+    /usr/bin/python3 - "$workdir/$name.json" "$name" "$workdir/$name.usage" "$(cat "$workdir/$name.elapsed")" \
+        "$workdir/$name" "$peaks" <<'EOF'
 import json, os, sys
 report = json.load(open(sys.argv[1]))
 elapsed = float(sys.argv[4])
-# Requests over the whole step (warm-up and connection setup included) at the achieved rate: CPU per request is
-# each process's CPU over the step divided by them (a step's setup makes it a little high).
+# Requests in the measured window at the achieved rate: CPU per request is each process's CPU over that window
+# divided by them (the setup and the warm-up are left out).
 requests = report["ratePerSecond"] * elapsed
+peaks = dict(line.split() for line in open(sys.argv[6]))
 columns = []
 for line in open(sys.argv[3]):
-    process, seconds, peak = line.split()
+    process, seconds = line.split()
     seconds = float(seconds)
     column = f"{process} {100 * seconds / elapsed:3.0f}% {1e6 * seconds / requests:5.0f}µs/req"
-    if peak != "-":
-        column += f" {peak}MiB"
+    if process in peaks:
+        column += f" {peaks[process]}MiB"
     perf_file = f"{sys.argv[5]}.{process}.perf"
     if os.path.exists(perf_file):
         counts = {}
@@ -277,6 +320,7 @@ if ((scale_connections > 0)); then
         --setup-concurrency 64
 fi
 
+[[ -z $profile_dir ]] || log "profiles: $profile_dir/<step>.<process>.txt"
 if [[ -n "$json_out" ]]; then
     /usr/bin/python3 - "$json_out" "$workdir/seed.json" "${results[@]}" <<'EOF'
 import json, sys

@@ -29,14 +29,26 @@ public final class Wakeup: Sendable {
 
     /// Returns at a signal (including one that came since the last wait), at the timeout or on cancellation.
     public func wait(timeout: Duration) async {
+        await wait(orTimeout: timeout)
+    }
+
+    /// Returns at a signal (including one that came since the last wait) or on cancellation. Cheaper than a wait with
+    /// a timeout, which starts a timer task each time: for a consumer woken on every write.
+    public func wait() async {
+        await wait(orTimeout: nil)
+    }
+
+    private func wait(orTimeout timeout: Duration?) async {
         let id = state.withLock { state -> Int in
             state.waiterID += 1
             state.firedID = nil
             return state.waiterID
         }
-        let timer = Task { [self] in
-            try? await Task.sleep(for: timeout)
-            end(id)
+        let timer = timeout.map { timeout in
+            Task { [self] in
+                try? await Task.sleep(for: timeout)
+                end(id)
+            }
         }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -53,7 +65,7 @@ public final class Wakeup: Sendable {
         } onCancel: {
             end(id)
         }
-        timer.cancel()
+        timer?.cancel()
     }
 
     private func end(_ id: Int) {

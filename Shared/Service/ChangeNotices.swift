@@ -33,12 +33,8 @@ public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handl
         let listener = try PostgresNotificationListener(
             connectionString: runtime.pool.configuration.connectionString,
             channels: [ChangeNoticeMigrations.channel(schema: runtime.configuration.name)], logger: runtime.logger)
-        runtime.runInBackground { [self] in
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await listener.run() }
-                for await event in listener.events { publish(event) }
-            }
-        }
+        // Published on the listener's thread: a write's notice reaches the subscribers' tasks with one wake-up.
+        runtime.runInBackground { [self] in await listener.run { [self] event in publish(event) } }
         runtime.onDrain { [self] in drain() }
     }
 
@@ -93,7 +89,7 @@ public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handl
             switch subscriber.take() {
             case .ended: return
             case .notice(let notice): try await responses.write(notice)
-            case .nothing: await subscriber.wakeup.wait(timeout: .seconds(60))
+            case .nothing: await subscriber.wakeup.wait()
             }
         }
     }

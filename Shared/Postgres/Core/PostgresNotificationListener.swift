@@ -43,24 +43,35 @@ public final class PostgresNotificationListener: Sendable {
 
     /// Listens until the calling task is cancelled, then closes the connection and finishes ``events``.
     public func run() async {
+        await run { [continuation] event in
+            // The buffer keeps the newest events: a consumer that fell this far behind lost the oldest ones, so it
+            // is told to look everywhere, as after a reconnection.
+            if case .dropped = continuation.yield(event) { continuation.yield(.listening) }
+        }
+        continuation.finish()
+    }
+
+    /// Listens until the calling task is cancelled, handing every event to `deliver` on the listener's own thread as
+    /// it arrives, instead of to ``events``: no task wakes up in between. For a consumer whose handling is quick and
+    /// never blocks (a few locks), such as the change-notice fan-out, which runs for every write.
+    public func run(delivering deliver: @escaping @Sendable (Event) -> Void) async {
         let thread = NIOThreadPool(numberOfThreads: 1)
         thread.start()
         await withTaskCancellationHandler {
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                 thread.submit { [self] _ in
-                    listenLoop()
+                    listenLoop(deliver)
                     done.resume()
                 }
             }
         } onCancel: {
             stopRequested.store(true, ordering: .relaxed)
         }
-        continuation.finish()
         try? await thread.shutdownGracefully()
     }
 
     /// Blocking; runs on the listener's own thread.
-    private func listenLoop() {
+    private func listenLoop(_ deliver: (Event) -> Void) {
         var connection: LibPQConnection?
         var retryDelay = 0.1
         while !stopRequested.load(ordering: .relaxed) {
@@ -74,7 +85,7 @@ public final class PostgresNotificationListener: Sendable {
                     connection = opened
                     retryDelay = 0.1
                     logger.debug("listening for notifications", metadata: ["channels": "\(channels)"])
-                    continuation.yield(.listening)
+                    deliver(.listening)
                 } catch {
                     logger.warning("notification listener cannot connect", metadata: ["error": "\(error)"])
                     sleepUnlessStopped(seconds: retryDelay)
@@ -84,18 +95,12 @@ public final class PostgresNotificationListener: Sendable {
             }
             _ = current.waitForInput(timeoutMilliseconds: 250)
             do {
-                for notification in try current.receiveNotifications() {
-                    // The buffer keeps the newest events: a consumer that fell this far behind lost the oldest
-                    // ones, so it is told to look everywhere, as after a reconnection.
-                    if case .dropped = continuation.yield(.notification(notification)) {
-                        continuation.yield(.listening)
-                    }
-                }
+                for notification in try current.receiveNotifications() { deliver(.notification(notification)) }
             } catch {
                 logger.warning("notification listener lost its connection", metadata: ["error": "\(error)"])
                 current.close()
                 connection = nil
-                continuation.yield(.lost)
+                deliver(.lost)
             }
         }
         connection?.close()

@@ -45,6 +45,12 @@ struct RunCommand: LoadSubcommand {
             valueName: "path"))
     var ledger: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Writes `started` to this file when the measured window starts (after the warm-up), `ended` when it ends: for a harness measuring the target over the same window.",
+            valueName: "path"))
+    var windowFile: String?
+
     @Flag(help: "No progress line every second.")
     var quiet = false
 
@@ -92,6 +98,14 @@ struct RunCommand: LoadSubcommand {
         let quiet = quiet
         let engine = LoadEngine(
             scenario: scenario, plan: plan, stopper: stopper, log: { output.diagnostics("habitflow-load: \($0)") },
+            window: { [windowFile] phase in
+                guard let windowFile else { return }
+                do {
+                    try Data((phase.rawValue + "\n").utf8).write(to: URL(fileURLWithPath: windowFile), options: .atomic)
+                } catch {
+                    output.diagnostics("habitflow-load: could not write \(windowFile): \(error)")
+                }
+            },
             progress: { report in
                 // Once a second: a run that is killed leaves a ledger at most a second short.
                 ledger?.flush()

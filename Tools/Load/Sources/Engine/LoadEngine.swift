@@ -50,17 +50,27 @@ public struct LoadEngine<Scenario: LoadScenario>: Sendable {
     public let progress: @Sendable (IntervalReport) -> Void
     /// Told what the engine does before the load starts (connecting, preparing users).
     public let log: @Sendable (String) -> Void
+    /// Told when the measured window starts and ends (after the warm-up; the end of ``LoadPlan/duration``, or when
+    /// the load stops): what a harness measuring the target's CPU over the same window needs.
+    public let window: @Sendable (MeasuredWindow) -> Void
     public let stopper: LoadStopper
+
+    public enum MeasuredWindow: String, Sendable {
+        case started
+        case ended
+    }
 
     public init(
         scenario: Scenario, plan: LoadPlan, stopper: LoadStopper = LoadStopper(),
         log: @escaping @Sendable (String) -> Void = { _ in },
+        window: @escaping @Sendable (MeasuredWindow) -> Void = { _ in },
         progress: @escaping @Sendable (IntervalReport) -> Void = { _ in }
     ) {
         self.scenario = scenario
         self.plan = plan
         self.stopper = stopper
         self.log = log
+        self.window = window
         self.progress = progress
     }
 
@@ -168,6 +178,18 @@ public struct LoadEngine<Scenario: LoadScenario>: Sendable {
             scenario: scenario, lanes: lanes, recorder: recorder, operationIndices: operationIndices, mix: plan.mix,
             measureStart: measureStart, measureEnd: plan.duration.map { measureStart + $0 }, stopper: stopper)
 
+        // Reports the window's start and planned end, and says which it reported.
+        let reportWindow = window
+        let windowTimer = Task { [duration = plan.duration] () -> (started: Bool, ended: Bool) in
+            try? await clock.sleep(until: measureStart)
+            guard !Task.isCancelled else { return (false, false) }
+            reportWindow(.started)
+            guard let duration else { return (true, false) }
+            try? await clock.sleep(until: measureStart + duration)
+            guard !Task.isCancelled else { return (true, false) }
+            reportWindow(.ended)
+            return (true, true)
+        }
         let ticker = Task {
             var tick = 1
             while !Task.isCancelled {
@@ -188,6 +210,10 @@ public struct LoadEngine<Scenario: LoadScenario>: Sendable {
                 users: users, schedule: OpenLoopSchedule(ratePerSecond: rate), loadStart: loadStart, context: context)
         }
         ticker.cancel()
+        windowTimer.cancel()
+        // A window that ended before its planned end (a request count, a stop) ends here.
+        let reported = await windowTimer.value
+        if reported.started, !reported.ended { window(.ended) }
         let end = clock.now
         let (tallies, lastCompletion) = recorder.finish()
         // The measured window runs until the last measured response (or the planned end, if that is later), so
