@@ -1,5 +1,6 @@
 import Foundation
 import HabitFlowEvents
+import HabitFlowHabits
 import HabitFlowHabitsProtos
 import HabitFlowPostgres
 import HabitFlowRPC
@@ -69,6 +70,31 @@ struct EventsAndInternalTests {
         created.userID = deleted.userID
         #expect(try await user.fixture.deliver(created, aggregateID: created.userID))
         await expectError(.failedPrecondition) { _ = try await user.categories() }
+    }
+
+    /// ListHabits and ListCategories read in one statement with the user's row; without that row (a new or a deleted
+    /// account) they take the general way.
+    @Test("lists create a user the service has not seen, show nothing when there is nothing, refuse a deleted account")
+    func listsOfNewEmptyAndDeletedUsers() async throws {
+        let newcomer = try await TestUser()
+        #expect(try await newcomer.api.listHabits(.init(), options: newcomer.options).habits.isEmpty)
+        #expect(try await newcomer.fixture.pool.queryRow("SELECT 1 FROM users WHERE user_id = \(newcomer.id)") != nil)
+        #expect(try await newcomer.categories().map(\.name) == HabitRules.defaultCategoryNames)
+        // Known now, with deleted habits only: none live, the deleted one on request.
+        let gone = try await newcomer.delete(try await newcomer.createHabit("Gone"))
+        #expect(try await newcomer.api.listHabits(.init(), options: newcomer.options).habits.isEmpty)
+        #expect(
+            try await newcomer.api.listHabits(.with { $0.showDeleted = true }, options: newcomer.options).habits.map(\.id)
+                == [gone.id])
+
+        let another = try await TestUser()
+        #expect(try await another.categories().map(\.name) == HabitRules.defaultCategoryNames)
+
+        _ = try await newcomer.fixture.internalAPI.purgeUser(.with { $0.userID = newcomer.id.uuidString })
+        await expectError(.failedPrecondition) { _ = try await newcomer.categories() }
+        await expectError(.failedPrecondition) {
+            _ = try await newcomer.api.listHabits(.init(), options: newcomer.options)
+        }
     }
 
     @Test("a malformed account event is acknowledged and skipped, not retried forever")

@@ -32,8 +32,14 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
     func listCategories(
         request: Habitflow_Habits_V1_ListCategoriesRequest, context: ServerContext
     ) async throws -> Habitflow_Habits_V1_ListCategoriesResponse {
-        let user = try await caller()
-        let categories = try await store.categories(of: user.id)
+        let userID = try CallerIdentity.requireUser()
+        // One statement for a user the service knows; a new or deleted account is prepared (or refused) first.
+        let categories: [CategoryRecord]
+        if let known = try await store.categoriesOfKnownUser(userID) {
+            categories = known
+        } else {
+            categories = try await store.categories(of: try await caller().id)
+        }
         return .with { $0.categories = categories.map(\.proto) }
     }
 
@@ -129,9 +135,18 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
             }
         }
         try validator.check()
-        let user = try await caller()
-        let habits = try await store.habits(
-            user: user.id, includeDeleted: request.showDeleted, createdAfter: createdAfter, limit: pageSize + 1)
+        let userID = try CallerIdentity.requireUser()
+        // As in listCategories: one statement for a user the service knows.
+        let habits: [HabitRecord]
+        if let known = try await store.habitsOfKnownUser(
+            userID, includeDeleted: request.showDeleted, createdAfter: createdAfter, limit: pageSize + 1)
+        {
+            habits = known
+        } else {
+            habits = try await store.habits(
+                user: try await caller().id, includeDeleted: request.showDeleted, createdAfter: createdAfter,
+                limit: pageSize + 1)
+        }
         return .with {
             let page = habits.prefix(pageSize)
             $0.habits = page.map(\.proto)

@@ -10,6 +10,16 @@ extension HabitsStore {
         try await liveCategories(pool, of: [userID])[userID] ?? []
     }
 
+    /// The user's live categories in display order, in one statement with the check that the service knows the user;
+    /// `nil` when it does not (a new or a deleted account: ``prepareUser(_:now:)`` decides, then ``categories(of:)``).
+    public func categoriesOfKnownUser(_ userID: UUID) async throws -> [CategoryRecord]? {
+        try await knownUserRows(
+            """
+            SELECT c.* FROM users u LEFT JOIN categories c ON c.user_id = u.user_id AND c.deleted_at IS NULL \
+            WHERE u.user_id = \(userID) ORDER BY c.position, c.created_at, c.id
+            """, CategoryRecord.init(row:))
+    }
+
     /// Every category of the user's, deleted ones included: live ones in display order, then deleted ones by
     /// deletion time (the export).
     public func allCategories(of userID: UUID) async throws -> [CategoryRecord] {

@@ -57,6 +57,19 @@ extension HabitsStore {
         ).map(HabitRecord.init(row:))
     }
 
+    /// ``habits(user:includeDeleted:createdAfter:limit:)`` in one statement with the check that the service knows the
+    /// user; `nil` when it does not (a new or a deleted account: ``prepareUser(_:now:)`` decides first).
+    public func habitsOfKnownUser(
+        _ userID: UUID, includeDeleted: Bool, createdAfter: Int64, limit: Int
+    ) async throws -> [HabitRecord]? {
+        try await knownUserRows(
+            """
+            SELECT h.* FROM users u LEFT JOIN LATERAL (SELECT * FROM habit_details WHERE user_id = u.user_id \
+            AND (\(includeDeleted) OR deleted_at IS NULL) AND created_seq > \(createdAfter) \
+            ORDER BY created_seq LIMIT \(limit)) h ON true WHERE u.user_id = \(userID) ORDER BY h.created_seq
+            """, HabitRecord.init(row:))
+    }
+
     /// Creates a habit counting from `today`'s week with `weeklyTarget`. With a client id that exists already,
     /// returns that habit (a retry) before any rule is checked.
     public func createHabit(

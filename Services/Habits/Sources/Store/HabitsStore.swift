@@ -46,6 +46,19 @@ public struct HabitsStore: Sendable {
         return version
     }
 
+    /// A read of one user's rows joined to the user's own row (`FROM users u LEFT JOIN … WHERE u.user_id = …`,
+    /// selecting only the joined table's columns), so that one statement both reads and shows that the service knows
+    /// the user: `nil` when it does not (no row at all), empty when the join found nothing (one row without an `id`).
+    /// Most reads come from known users; this spares them the separate lookup of ``userVersion(_:now:)``.
+    func knownUserRows<Record>(
+        _ query: PostgresQuery, _ record: (PostgresRow) throws -> Record
+    ) async throws -> [Record]? {
+        let rows = try await pool.query(query)
+        guard let first = rows.first else { return nil }
+        if rows.count == 1, try first.decode("id", as: UUID?.self) == nil { return [] }
+        return try rows.map(record)
+    }
+
     /// Whether the service holds the user, without creating them: `false` for a user it has never seen; a deleted
     /// account is refused.
     public func knowsUser(_ userID: UUID) async throws -> Bool {
