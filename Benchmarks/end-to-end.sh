@@ -14,6 +14,8 @@
 #   --users 1000 (connected users, one connection each)  --seed-users 1000  --seed-habits 15  --seed-days 1825
 #   --scale-connections 10000 (0: no scale step)  --scale-rate 200  --json FILE (every step's habitflow-load result)
 #   --no-build (use what .build-release holds)
+#   --services-from DIR (run the services' executables from DIR, another build such as a worktree's
+#   .build-release/release at an older commit, with this build's driver: paired before/after runs)
 #   --mixed-connections "1000" (the mixed steps run at each rate on each of these connection counts)
 #   --kinds "mark-done week-view ..."  --kind-rate 500 (then one step per operation of the mix alone, at that rate on
 #   --users connections: the CPU per request of each kind)
@@ -42,6 +44,7 @@ kinds=""
 kind_rate=500
 json_out=""
 profile_dir=""
+services_bin=""
 build=true
 while (($#)); do
     case "$1" in
@@ -60,7 +63,8 @@ while (($#)); do
         --json) json_out=$2; shift 2 ;;
         --profile) profile_dir=$(realpath -m "$2"); shift 2 ;;
         --no-build) build=false; shift ;;
-        -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --services-from) services_bin=$(realpath "$2"); shift 2 ;;
+        -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "end-to-end: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -68,7 +72,7 @@ done
 "$HABITFLOW_ROOT/scripts/bootstrap"
 scratch="$HABITFLOW_ROOT/.build-release"
 bin="$scratch/release"
-products=(habitflow-auth habitflow-habits habitflow-goals habitflow-gateway habitflow-load)
+products=(habitflow-auth habitflow-habits habitflow-goals habitflow-social habitflow-gateway habitflow-load)
 if $build; then
     for product in "${products[@]}"; do
         log "building $product (release)"
@@ -79,6 +83,11 @@ fi
 for product in "${products[@]}"; do
     [[ -x "$bin/$product" ]] || { echo "end-to-end: $bin/$product is missing (run without --no-build)" >&2; exit 1; }
 done
+services_bin=${services_bin:-$bin}
+for product in "${products[@]}"; do
+    [[ $product == habitflow-load || -x "$services_bin/$product" ]] ||
+        { echo "end-to-end: $services_bin/$product is missing" >&2; exit 1; }
+done
 
 # Every connection is a file descriptor, in the driver and in the gateway.
 ulimit -n "$(ulimit -Hn)"
@@ -87,7 +96,7 @@ if (($(ulimit -n) < scale_connections + 2000)); then
     exit 1
 fi
 
-for port in 7070 7071 7072; do
+for port in 7070 7071 7072 7073 7074; do
     if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
         echo "end-to-end: port $port is in use (a stack is running?); stop it first" >&2
         exit 1
@@ -124,29 +133,28 @@ wait_for_port() { # port, seconds
 
 export HABITFLOW_SQL_DIR="$HABITFLOW_ROOT/Schemas/sql" HABITFLOW_LOG_LEVEL=warning
 export HABITFLOW_INTERNAL_SECRET=${HABITFLOW_INTERNAL_SECRET:-$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')}
-for service in auth habits goals; do
+for service in "${HABITFLOW_SERVICES[@]}"; do
     export "HABITFLOW_${service^^}_DATABASE_URL=postgresql://$service:$(service_db_password "$service")@127.0.0.1:$pg_port/habitflow"
 done
 # Metrics on free ports: the local stack's 9070-9074 may be taken by a developer's stack.
 export HABITFLOW_GATEWAY_METRICS_PORT=0 HABITFLOW_AUTH_METRICS_PORT=0 HABITFLOW_HABITS_METRICS_PORT=0 \
-    HABITFLOW_GOALS_METRICS_PORT=0
+    HABITFLOW_GOALS_METRICS_PORT=0 HABITFLOW_SOCIAL_METRICS_PORT=0
 # The driver is one client address with many accounts: lift the per-address limit, keep the per-account one.
 export HABITFLOW_GATEWAY_ADDRESS_RATE_LIMIT=1000000 HABITFLOW_GATEWAY_ADDRESS_RATE_BURST=1000000
 declare -A service_pid
 start_service() { # name port [VARIABLE=value...]
-    env "${@:3}" "$bin/habitflow-$1" >"$workdir/$1.log" 2>&1 &
+    env "${@:3}" "$services_bin/habitflow-$1" >"$workdir/$1.log" 2>&1 &
     service_pid[$1]=$!
     pids+=($!)
     wait_for_port "$2" 60 || { echo "end-to-end: habitflow-$1 did not start:" >&2; tail -20 "$workdir/$1.log" >&2; exit 1; }
 }
 start_service habits 7072
 start_service goals 7073
-# Social is not running: auth's account events for it go to habits (which applies each event once and acknowledges
-# repeats), instead of being retried against a closed port for the whole run.
-start_service auth 7071 HABITFLOW_SOCIAL_ADDRESSES=127.0.0.1:7072
+start_service social 7074
+start_service auth 7071
 start_service gateway 7070
 pg_pid=$(head -n 1 "$workdir/postgres/postmaster.pid")
-log "stack up: gateway ${service_pid[gateway]}, auth ${service_pid[auth]}, habits ${service_pid[habits]}, goals ${service_pid[goals]}, postgres $pg_pid"
+log "stack up: gateway ${service_pid[gateway]}, auth ${service_pid[auth]}, habits ${service_pid[habits]}, goals ${service_pid[goals]}, social ${service_pid[social]}, postgres $pg_pid"
 
 # CPU seconds (utime + stime, all threads) of a process and its children (Postgres backends are children).
 cpu_ticks() {
@@ -162,7 +170,7 @@ cpu_ticks() {
 peak_rss_mib() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
 reset_peak_rss() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || true; }
 ticks_per_second=$(getconf CLK_TCK)
-processes=(gateway auth habits goals postgres)
+processes=(gateway auth habits goals social postgres)
 pid_of() { if [[ $1 == postgres ]]; then echo "$pg_pid"; else echo "${service_pid[$1]}"; fi; }
 
 log "seeding $seed_users accounts × $seed_habits habits × $seed_days days (straight to the services; load average $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -203,9 +211,12 @@ measure_window() { # name, the driver's pid
     until grep -qs ended "$window" || [[ -e $done ]]; do sleep 0.02; done
     local ended_at index=0 end_ticks
     ended_at=$(date +%s.%N)
+    # The driver first: it exits soon after its window ends.
+    local driver_end_ticks
+    driver_end_ticks=$(cpu_ticks "$driver")
     : >"$workdir/$name.usage"
     for process in "${processes[@]}" driver; do
-        if [[ $process == driver ]]; then end_ticks=$(cpu_ticks "$driver"); else end_ticks=$(cpu_ticks "$(pid_of "$process")"); fi
+        if [[ $process == driver ]]; then end_ticks=$driver_end_ticks; else end_ticks=$(cpu_ticks "$(pid_of "$process")"); fi
         echo "$process $(awk -v t="$((end_ticks - start_ticks[index]))" -v hz="$ticks_per_second" 'BEGIN { print t / hz }')" \
             >>"$workdir/$name.usage"
         index=$((index + 1))
@@ -266,6 +277,9 @@ columns = []
 for line in open(sys.argv[3]):
     process, seconds = line.split()
     seconds = float(seconds)
+    if seconds < 0:  # the process was gone when the window's end was sampled
+        columns.append(f"{process} -")
+        continue
     column = f"{process} {100 * seconds / elapsed:3.0f}% {1e6 * seconds / requests:5.0f}µs/req"
     if process in peaks:
         column += f" {peaks[process]}MiB"
