@@ -90,6 +90,42 @@ extension PostgresIntegrationTests {
             }
         }
 
+        /// A statement outside a transaction block commits at the Sync after it, once its rows and CommandComplete
+        /// are sent: a failure at that commit (here a deferred constraint trigger; in production, the server going
+        /// away while the commit waits for its WAL flush) must fail the statement, not lose the write behind an answer.
+        @Test("a write whose commit fails is an error, though its rows came first")
+        func commitFailureAfterRows() async throws {
+            try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { pool in
+                try await pool.withConnection { connection in
+                    try await connection.execute("CREATE TEMP TABLE commits (id int8 PRIMARY KEY, ok bool NOT NULL)")
+                    try await connection.execute(
+                        """
+                        CREATE FUNCTION pg_temp.refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS \
+                        $$ BEGIN IF NOT NEW.ok THEN RAISE EXCEPTION 'refused at commit'; END IF; RETURN NULL; END $$
+                        """)
+                    try await connection.execute(
+                        """
+                        CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON commits DEFERRABLE INITIALLY DEFERRED \
+                        FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse_at_commit()
+                        """)
+                    func insert(_ id: Int64, ok: Bool) async throws -> Int64? {
+                        try await connection.queryRow(
+                            "INSERT INTO commits (id, ok) VALUES (\(id), \(ok)) RETURNING id")?.decode(0, as: Int64.self)
+                    }
+                    // The first run prepares the statement (and waits on the pool's threads); the next ones are sent
+                    // and read without blocking, which is where a result came back before its commit had happened.
+                    #expect(try await insert(1, ok: true) == 1)
+                    #expect(try await insert(2, ok: true) == 2)
+                    await #expect {
+                        try await insert(3, ok: false)
+                    } throws: { ($0 as? PostgresError)?.message.contains("refused at commit") == true }
+                    #expect(try await insert(4, ok: true) == 4)
+                    let stored = try await connection.query("SELECT id FROM commits ORDER BY id")
+                    #expect(try stored.map { try $0.decode(0, as: Int64.self) } == [1, 2, 4])
+                }
+            }
+        }
+
         @Test("text with a NUL character is refused before it is sent")
         func nulInText() async throws {
             try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { pool in

@@ -30,6 +30,9 @@ final class LibPQConnection: @unchecked Sendable {
     private var preparedStatements: [String: [PreparedStatement]] = [:]
     /// The statement ``sendPrepared(_:)`` sent, until ``receiveResult()`` has its answer.
     private var statementInFlight: PreparedStatement?
+    /// The sent statement's result, held by ``receiveResult()`` until the command has ended (libpq returns no more
+    /// results); replaced by an error result that comes after it.
+    private var pendingResult: OpaquePointer?
     private var preparedStatementCount = 0
     /// When the connection last talked to the server; an idle connection gets a real round trip before reuse.
     private(set) var lastUsed = ContinuousClock.now
@@ -66,6 +69,7 @@ final class LibPQConnection: @unchecked Sendable {
 
     /// Closes the connection. Idempotent.
     func close() {
+        dropPendingResult()
         if let handle {
             PQfinish(handle)
             self.handle = nil
@@ -139,6 +143,7 @@ final class LibPQConnection: @unchecked Sendable {
     func reset() throws(PostgresError) {
         guard let handle else { throw PostgresError(kind: .connectionFailed, message: "connection is closed") }
         forgetPreparedStatements()
+        dropPendingResult()
         registeredSocket = -1
         PQreset(handle)
         guard PQstatus(handle) == CONNECTION_OK else {
@@ -200,18 +205,47 @@ final class LibPQConnection: @unchecked Sendable {
     }
 
     /// Reads what the socket has; the statement's rows once the whole answer is in, `nil` while it is not.
+    ///
+    /// The whole answer ends with the server's ReadyForQuery, not with the statement's result: a statement outside a
+    /// transaction block commits at the Sync that follows it, after its rows and CommandComplete were sent. A result
+    /// counts only once libpq has no more to return; a failure before that (the commit's, or the connection lost while
+    /// the commit waited for its WAL flush) fails the statement, so no write is reported done that was not committed.
     func receiveResult() throws(PostgresError) -> PostgresRows? {
         guard let handle else { throw PostgresError(kind: .connectionLost, message: "connection is closed") }
         guard PQconsumeInput(handle) == 1 else {
+            dropPendingResult()
             throw PostgresError(kind: .connectionLost, message: Self.errorMessage(handle))
         }
-        if PQisBusy(handle) == 1 { return nil }
-        // One statement: its result, then NULL. Reading up to NULL readies the connection for the next statement.
-        let first = PQgetResult(handle)
-        while let extra = PQgetResult(handle) { PQclear(extra) }
-        lastUsed = .now
-        defer { statementInFlight = nil }
-        return try Self.rows(from: first, handle: handle, of: statementInFlight)
+        // PQgetResult would block while libpq is busy: wait for more input instead.
+        while PQisBusy(handle) == 0 {
+            guard let result = PQgetResult(handle) else {
+                // The command ended: its result is final.
+                lastUsed = .now
+                let final = pendingResult
+                pendingResult = nil
+                defer { statementInFlight = nil }
+                return try Self.rows(from: final, handle: handle, of: statementInFlight)
+            }
+            if pendingResult == nil || Self.isError(result) {
+                PQclear(pendingResult)
+                pendingResult = result
+            } else {
+                PQclear(result)
+            }
+        }
+        return nil
+    }
+
+    private static func isError(_ result: OpaquePointer) -> Bool {
+        switch PQresultStatus(result) {
+        case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY: false
+        default: true
+        }
+    }
+
+    private func dropPendingResult() {
+        PQclear(pendingResult)
+        pendingResult = nil
     }
 
     /// The socket the poller waits on (it changes when `PQreset` reconnects).
