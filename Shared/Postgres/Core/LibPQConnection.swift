@@ -236,6 +236,7 @@ final class LibPQConnection: @unchecked Sendable {
         return nil
     }
 
+    /// Whether `result` reports a failure rather than rows or a completed command.
     private static func isError(_ result: OpaquePointer) -> Bool {
         switch PQresultStatus(result) {
         case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY: false
@@ -368,12 +369,7 @@ final class LibPQConnection: @unchecked Sendable {
                 kind: PQstatus(handle) == CONNECTION_OK ? .other : .connectionLost, message: errorMessage(handle))
         }
         defer { PQclear(result) }
-        switch PQresultStatus(result) {
-        case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
-            break
-        default:
-            throw PostgresError(result: result, connection: handle)
-        }
+        if isError(result) { throw PostgresError(result: result, connection: handle) }
         let rowCount = Int(PQntuples(result))
         let columnCount = Int(PQnfields(result))
         let columns: [PostgresColumn]
