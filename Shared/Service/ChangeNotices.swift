@@ -11,9 +11,8 @@ internal import Logging
 /// for users whose sessions ended (its `0003_session_end_notices.sql`), which the gateway's session checks follow.
 ///
 /// The service's migration `NNNN_change_notices.sql` makes Postgres `NOTIFY` the user id on
-/// `ChangeNoticeMigrations.channel(schema:)` whenever a write bumps the user's change sequence; one `LISTEN`
-/// connection per process
-/// (``PostgresNotificationListener``) feeds every subscriber. Each subscriber has a set of pending user ids and a
+/// `ChangeNoticeMigrations.channel(schema:)` whenever a write bumps the user's change sequence; the process's one
+/// `LISTEN` connection (``ServiceNotifications``) feeds every subscriber. Each subscriber has a set of pending user ids and a
 /// flag, not a queue: a user who changed ten times while the subscriber was writing is sent once, and a subscriber
 /// that falls more than ``maximumPendingUsers`` behind gets `all_users` instead, so memory stays bounded whatever
 /// the write rate. `all_users` also goes to every subscriber whenever the listener (re)connects, since notifications
@@ -27,14 +26,13 @@ public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handl
     private let subscribers = Locked<(next: Int, all: [Int: Subscriber], draining: Bool, listening: Bool)>(
         (0, [:], false, false))
 
-    /// Listens (for as long as the runtime's service runs) on the channel of the runtime's schema, and ends the
-    /// subscribers' streams when a graceful shutdown begins.
-    public init(runtime: ServiceRuntime) throws {
-        let listener = try PostgresNotificationListener(
-            connectionString: runtime.pool.configuration.connectionString,
-            channels: [ChangeNoticeMigrations.channel(schema: runtime.configuration.name)], logger: runtime.logger)
+    /// Listens (over the runtime's shared connection, for as long as the service runs) on the channel of the
+    /// runtime's schema, and ends the subscribers' streams when a graceful shutdown begins.
+    public init(runtime: ServiceRuntime) {
         // Published on the listener's thread: a write's notice reaches the subscribers' tasks with one wake-up.
-        runtime.runInBackground { [self] in await listener.run { [self] event in publish(event) } }
+        runtime.notifications.listen(on: ChangeNoticeMigrations.channel(schema: runtime.configuration.name)) {
+            [self] event in publish(event)
+        }
         runtime.onDrain { [self] in drain() }
     }
 

@@ -94,6 +94,8 @@ public struct ServiceRuntime: Sendable {
     public let logger: Logger
     public let credential: InternalCredential
     public let metrics: PrometheusCollectorRegistry
+    /// The process's one `LISTEN` connection, for whatever waits for a `NOTIFY` (the host starts it).
+    public let notifications: ServiceNotifications
     private let database: PostgresPool?
     private let channels: ServiceChannels
     private let background: BackgroundWork
@@ -112,6 +114,7 @@ public struct ServiceRuntime: Sendable {
         self.database = database
         self.channels = ServiceChannels()
         self.background = BackgroundWork()
+        self.notifications = ServiceNotifications()
     }
 
     /// Runs `body` for as long as the service runs (a mail sender, a clean-up loop): the host cancels it on shutdown,
@@ -332,13 +335,19 @@ public final class ServiceHost: Service, Sendable {
             let outboxRelay = OutboxRelay(
                 pool: pool, configuration: relayConfiguration, routes: definition.eventRoutes, subscribers: subscribers,
                 logger: runtime.logger)
-            let logger = runtime.logger
-            relay = Task {
-                do {
-                    try await outboxRelay.run()
-                } catch {
-                    logger.error("outbox relay stopped", metadata: ["error": "\(error)"])
-                }
+            runtime.notifications.listen(on: relayConfiguration.channel) { _ in outboxRelay.notified() }
+            relay = Task { await outboxRelay.runWithoutListening() }
+        }
+        if let pool {
+            do {
+                try runtime.notifications.start(
+                    connectionString: pool.configuration.connectionString, logger: runtime.logger,
+                    run: runtime.runInBackground)
+            } catch {
+                relay?.cancel()
+                await metricsEndpoint?.close()
+                await server.shutdown()
+                throw error
             }
         }
 

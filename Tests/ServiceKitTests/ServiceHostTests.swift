@@ -195,8 +195,9 @@ struct ServiceHostTests {
 }
 
 /// Two hosts with databases: the publisher's outbox relay delivers through a channel the kit signs, to the
-/// subscriber's EventSubscriberService behind the credential check.
-@Suite("Service host with Postgres")
+/// subscriber's EventSubscriberService behind the credential check. One test at a time: both publish through the
+/// habits outbox, and a relay of one would deliver the other's events.
+@Suite("Service host with Postgres", .serialized)
 struct ServiceHostDatabaseTests {
     @Test("migrations run at start-up; the relay delivers to a subscribing service, past one that is down; /metrics")
     func outboxDeliveryBetweenHosts() async throws {
@@ -249,6 +250,62 @@ struct ServiceHostDatabaseTests {
         #expect(try await gauge("habitflow_outbox_oldest_undelivered_seconds", "subscriber") == 0)
         // What waits for "absent" is this test's alone: HabitsTests use the habits outbox later.
         try await publisherHost.runtime.pool.execute("DELETE FROM outbox WHERE aggregate_id = \(user)")
+        await publisherHost.shutdown()
+        await subscriberHost.shutdown()
+    }
+
+    @Test(
+        "one LISTEN connection per process: the outbox relay and the change notices share it, each sees its channel",
+        .timeLimit(.minutes(1)))
+    func oneListeningConnection() async throws {
+        let delivered = Shared<[String]>([])
+        let subscriber = ServiceDefinition(name: "goals") { runtime in
+            [EventSubscriberService(pool: runtime.pool, consumer: "service-kit-listen-test") { envelope, _ in
+                delivered.update { $0.append(envelope.aggregateID) }
+            }]
+        }
+        let subscriberHost = try await startHost(subscriber, databaseURL: try TestEnvironment.serviceURL("goals"))
+        // Postgres wakes every listening connection for every NOTIFY in the database: the publisher must have one,
+        // found by its application name.
+        let applicationName = "listen-test-\(UUID().uuidString.prefix(8).lowercased())"
+        let publisher = ServiceDefinition(
+            name: "habits", eventRoutes: ["habitflow.events.v1.UserDeleted": ["subscriber"]]
+        ) { runtime in [ChangeNoticesService(runtime: runtime)] }
+        let publisherHost = try await startHost(
+            publisher, databaseURL: try TestEnvironment.serviceURL("habits") + "?application_name=\(applicationName)",
+            addresses: ["subscriber": [.init(host: "127.0.0.1", port: subscriberHost.port)]])
+        let pool = publisherHost.runtime.pool
+
+        // The change notices' stream opens (with all_users) once the shared connection listens.
+        let rpc = try channel(to: publisherHost, signedWith: "kit-secret", caller: "gateway-watch")
+        let notices = try await Habitflow_Events_V1_ChangeNotices.Client(transport: rpc)
+            .watchChangedUsers(Habitflow_Events_V1_WatchChangedUsersRequest())
+        var received = notices.makeAsyncIterator()
+        #expect(try await received.next()?.allUsers == true)
+
+        let listening = try await pool.queryRow(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = \(applicationName) AND query LIKE 'LISTEN%'")
+        #expect(try listening?.decode(0, as: Int64.self) == 1)
+
+        // A change notice (on the change channel) reaches the stream and only it; an outbox event (on the outbox
+        // channel) reaches the relay, which delivers it.
+        let changed = UUID().uuidString.lowercased()
+        try await pool.execute("SELECT pg_notify('habitflow_changes_habits', \(changed))")
+        // (Other suites' habits services may write meanwhile: their users come too.)
+        var noticed = false
+        while !noticed, let notice = try await received.next() { noticed = notice.userIds.contains(changed) }
+        #expect(noticed)
+        let deleted = UUID().uuidString.lowercased()
+        var payload = Habitflow_Events_V1_UserDeleted()
+        payload.userID = deleted
+        try await pool.transaction { transaction in
+            try await transaction.appendToOutbox(
+                OutboxEvent(type: "habitflow.events.v1.UserDeleted", aggregateType: "user", aggregateID: deleted,
+                            payload: try payload.serializedData()))
+        }
+        // Within a second, long before the relay's own 10 s look: the notification woke it.
+        #expect(try await eventually(timeout: .seconds(1)) { delivered.value.contains(deleted) })
+        notices.cancel()
         await publisherHost.shutdown()
         await subscriberHost.shutdown()
     }

@@ -44,7 +44,7 @@ public enum AuthServiceDefinition {
             runtime.runInBackground { await maintenance.run() }
             runtime.onShutdown { await hasher.shutdown() }
             return [
-                AuthServiceHandler(core: core), AuthInternalHandler(core: core), try ChangeNoticesService(runtime: runtime),
+                AuthServiceHandler(core: core), AuthInternalHandler(core: core), ChangeNoticesService(runtime: runtime),
             ]
         }
     }

@@ -28,7 +28,7 @@ public enum GoalsServiceDefinition {
                 GoalsServiceHandler(store: store, reader: reader, partners: partners),
                 GoalsInternalHandler(store: store, reader: reader),
                 EventSubscriberService(pool: runtime.pool, consumer: GoalsEvents.consumer, apply: events.apply),
-                try ChangeNoticesService(runtime: runtime),
+                ChangeNoticesService(runtime: runtime),
             ]
         }
     }

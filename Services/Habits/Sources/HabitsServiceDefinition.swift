@@ -28,7 +28,7 @@ public enum HabitsServiceDefinition {
                 HabitsServiceHandler(store: store, clock: clock, weekViews: weekViews, zoneHints: UserZoneHints()),
                 HabitsInternalHandler(store: store, clock: clock, weeklyScores: WeeklyScoreCache()),
                 EventSubscriberService(pool: runtime.pool, consumer: UserEvents.consumer, apply: events.apply),
-                try ChangeNoticesService(runtime: runtime),
+                ChangeNoticesService(runtime: runtime),
             ]
         }
     }

@@ -35,7 +35,7 @@ public enum SocialServiceDefinition {
                 SocialServiceHandler(store: store, people: people, leaderboards: leaderboards, clock: clock),
                 SocialInternalHandler(store: store, leaderboards: leaderboards, clock: clock),
                 EventSubscriberService(pool: runtime.pool, consumer: SocialEvents.consumer, apply: events.apply),
-                try ChangeNoticesService(runtime: runtime),
+                ChangeNoticesService(runtime: runtime),
             ]
         }
     }

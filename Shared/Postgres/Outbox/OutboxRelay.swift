@@ -63,7 +63,7 @@ public final class OutboxRelay: Sendable {
 
     /// - Parameters:
     ///   - pool: connects as the service's role (its `search_path` is the service's schema).
-    ///   - listenerConnectionString: for the relay's own `LISTEN` connection, normally the pool's.
+    ///   - listenerConnectionString: for the relay's own `LISTEN` connection (``run()``), normally the pool's.
     ///   - routes: subscriber names by event type (the payload's full proto name); `"*"` subscribes to every type.
     ///     A type routed to no one leaves the outbox undelivered.
     ///   - subscribers: by name; every routed name must have one.
@@ -84,14 +84,24 @@ public final class OutboxRelay: Sendable {
         self.logger = logger
     }
 
-    /// Delivers until the calling task is cancelled.
-    public func run() async throws {
+    /// Delivers until the calling task is cancelled, woken by `NOTIFY` on ``Configuration/channel`` over its own
+    /// listening connection.
+    public func run() async throws(PostgresError) {
         let listener = try PostgresNotificationListener(
             connectionString: listenerConnectionString, channels: [configuration.channel], logger: logger)
+        await deliver(listener: listener)
+    }
+
+    /// Delivers until the calling task is cancelled, without a listening connection of its own: for a process that
+    /// shares one, and calls ``notified()`` for every event of ``Configuration/channel`` (and every (re)connection).
+    public func runWithoutListening() async {
+        await deliver(listener: nil)
+    }
+
+    private func deliver(listener: PostgresNotificationListener?) async {
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await listener.run() }
-            group.addTask { [fanOutWakeup] in
-                for await _ in listener.events { fanOutWakeup.signal() }
+            if let listener {
+                group.addTask { await listener.run { [self] _ in notified() } }
             }
             for (name, subscriber) in subscribers {
                 group.addTask { await self.runDelivery(to: name, subscriber) }
@@ -99,6 +109,11 @@ public final class OutboxRelay: Sendable {
             await runFanOut()
             group.cancelAll()
         }
+    }
+
+    /// Events were appended (or notifications may have been missed): fan out now. Quick, never blocks.
+    public func notified() {
+        fanOutWakeup.signal()
     }
 
     // MARK: Fan-out
