@@ -124,6 +124,46 @@ struct WeekViewCacheTests {
         }
     }
 
+    @Test("a weekly score (GetWeeklyScores) of a week whose view was read under the user's version is made from it")
+    func weeklyScoreFromTheView() async throws {
+        let user = try await TestUser()
+        let health = try #require(try await user.categories().first { $0.name == "Health" })
+        let walk = try await user.createHabit("Walk", target: 1, category: health.id)
+        _ = try await user.createHabit("Read", target: 2)
+        try await user.markDone(walk)
+        let replica = try await user.fixture.startReplica(weekViews: WeekViewCache())
+        let publicChannel = try HabitsFixture.channel(to: replica, signedAs: "gateway")
+        let internalChannel = try HabitsFixture.channel(to: replica, signedAs: "social")
+        let internalAPI = Habitflow_Habits_V1_HabitsInternal.Client(transport: internalChannel)
+        func score(in week: Habitflow_Habits_V1_IsoWeek) async throws -> Habitflow_Habits_V1_UserWeeklyScore {
+            try #require(
+                try await internalAPI.getWeeklyScores(
+                    .with {
+                        $0.userIds = [user.id.uuidString]
+                        $0.week = week
+                    }
+                ).scores.first)
+        }
+
+        let view = try await Habitflow_Habits_V1_HabitsService.Client(transport: publicChannel)
+            .getWeek(.init(), options: user.options)
+        // Behind the sequence's back: only a score made from the cached view still counts the check-in.
+        try await user.fixture.pool.execute("UPDATE entries SET deleted_at = now() WHERE user_id = \(user.id)")
+        let fromView = try await score(in: view.week)
+        #expect(fromView.score == view.score)
+        #expect(fromView.habitCount == 2)
+        #expect(fromView.categoryScores.map(\.categoryName) == view.categoryScores.map(\.categoryName))
+        #expect(fromView.categoryScores.map(\.score) == view.categoryScores.map(\.score))
+        #expect(fromView.score.display == "50% (1/2 habits)")
+        // Once the sequence moves, the score is read again.
+        try await user.fixture.pool.execute("UPDATE users SET change_seq = change_seq + 1 WHERE user_id = \(user.id)")
+        #expect(try await score(in: view.week).score.display == "0% (0/2 habits)")
+
+        await publicChannel.close()
+        await internalChannel.close()
+        await replica.shutdown()
+    }
+
     @Test("the cache keeps at most its capacity of users and reads evicted ones again")
     func bounded() async throws {
         let first = try await TestUser()

@@ -26,7 +26,8 @@ public enum HabitsServiceDefinition {
             let events = UserEvents(store: store, clock: clock, logger: runtime.logger)
             return [
                 HabitsServiceHandler(store: store, clock: clock, weekViews: weekViews, zoneHints: UserZoneHints()),
-                HabitsInternalHandler(store: store, clock: clock, weeklyScores: WeeklyScoreCache()),
+                HabitsInternalHandler(
+                    store: store, clock: clock, weeklyScores: WeeklyScoreCache(), weekViews: weekViews),
                 EventSubscriberService(pool: runtime.pool, consumer: UserEvents.consumer, apply: events.apply),
                 ChangeNoticesService(runtime: runtime),
             ]

@@ -12,6 +12,9 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
     let store: HabitsStore
     let clock: UserClock
     let weeklyScores: WeeklyScoreCache
+    /// The public API's week views: a user's score of a week whose view was read under their current version costs
+    /// no read (the dashboard asks for the caller's week view and, through the leaderboard, their score at once).
+    let weekViews: WeekViewCache
 
     static let maximumHabitsPerAggregate = 100
     static let maximumAggregateDays = 4_000
@@ -150,8 +153,20 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
         var answers: [UUID: Habitflow_Habits_V1_UserWeeklyScore] = [:]
         for userID in userIDs {
             let week = requested ?? IsoWeek(containing: (versions[userID]?.zone ?? .utc).localDate(at: now))
-            if let version = versions[userID], let cached = weeklyScores.score(of: userID, week: week, version: version) {
+            guard let version = versions[userID] else {
+                weeks[userID] = week
+                continue
+            }
+            if let cached = weeklyScores.score(of: userID, week: week, version: version) {
                 answers[userID] = cached
+            } else if let view = weekViews.data(of: userID, week: week, version: version) {
+                let score = Self.weeklyScore(
+                    of: userID, in: week,
+                    tallies: WeekTallies.tallies(
+                        of: view.habits, in: week, completions: view.dayCounts.mapValues { $0.reduce(0, +) }),
+                    categories: view.categories)
+                answers[userID] = score
+                weeklyScores.store(score, of: userID, week: week, version: version)
             } else {
                 weeks[userID] = week
             }
@@ -166,22 +181,29 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
             async let categoryRows = store.liveCategories(of: toRead)
             let (habits, completions, categories) = try await (habitRows, completionRows, categoryRows)
             for (userID, week) in weeks {
-                let tallies = WeekTallies.tallies(
-                    of: habits[userID] ?? [], in: week, completions: completions[userID] ?? [:])
-                let score = Habitflow_Habits_V1_UserWeeklyScore.with {
-                    $0.userID = userID.lowercasedString
-                    $0.week = week.proto
-                    $0.score = WeeklyScore(tallies).proto
-                    $0.habitCount = Int32(tallies.count)
-                    $0.categoryScores = CategoryWeekScore.scores(
-                        of: tallies, categories: (categories[userID] ?? []).map { ($0.id, $0.name) }
-                    ).map(\.proto)
-                }
+                let score = Self.weeklyScore(
+                    of: userID, in: week,
+                    tallies: WeekTallies.tallies(
+                        of: habits[userID] ?? [], in: week, completions: completions[userID] ?? [:]),
+                    categories: categories[userID] ?? [])
                 answers[userID] = score
                 if let version = versions[userID] { weeklyScores.store(score, of: userID, week: week, version: version) }
             }
         }
         return .with { $0.scores = userIDs.compactMap { answers[$0] } }
+    }
+
+    private static func weeklyScore(
+        of userID: UUID, in week: IsoWeek, tallies: [HabitWeekTally], categories: [CategoryRecord]
+    ) -> Habitflow_Habits_V1_UserWeeklyScore {
+        .with {
+            $0.userID = userID.lowercasedString
+            $0.week = week.proto
+            $0.score = WeeklyScore(tallies).proto
+            $0.habitCount = Int32(tallies.count)
+            $0.categoryScores = CategoryWeekScore.scores(of: tallies, categories: categories.map { ($0.id, $0.name) })
+                .map(\.proto)
+        }
     }
 
     func purgeUser(

@@ -61,6 +61,15 @@ public final class WeekViewCache: Sendable {
         entries.withLock { $0.store(entry, for: userID) }
         return view
     }
+
+    /// The data of the user's view of `week` if it was read under `version` (what the weekly score of that week is
+    /// made from, too).
+    func data(of userID: UUID, week: IsoWeek, version: UserVersion) -> WeekViewData? {
+        entries.withLock { entries in
+            guard let entry = entries[userID], entry.version == version, entry.week == week else { return nil }
+            return entry.data
+        }
+    }
 }
 
 /// Users' weekly scores as `GetWeeklyScores` answers them, served again while the user's version is the one they were
