@@ -21,6 +21,10 @@
 #   --users connections: the CPU per request of each kind)
 #   --profile DIR (perf record of every process during every step: DIR/<step>.<process>.txt, the top symbols, with
 #   the kernel's share; DIR/<step>.<process>.data for `perf report -i`)
+#   --pin-services CPUS --pin-driver CPUS (after seeding, `taskset` the services and Postgres, and the driver, to
+#   these CPUs, such as "0" and "1": what wake-ups across CPUs cost, against a run without)
+#   --statements (Postgres counts its statements with pg_stat_statements: per step, statements and transactions per
+#   request over the measured window, and the statements that took the most of Postgres's time)
 #
 # The seed step signs the accounts up through auth and creates their habits through the public API, then imports
 # their entries in batches through habits' internal ImportEntries (about 16.4 million for the defaults); it prints
@@ -44,6 +48,9 @@ kinds=""
 kind_rate=500
 json_out=""
 profile_dir=""
+statements=false
+pin_services=""
+pin_driver=""
 services_bin=""
 build=true
 while (($#)); do
@@ -62,9 +69,12 @@ while (($#)); do
         --kind-rate) kind_rate=$2; shift 2 ;;
         --json) json_out=$2; shift 2 ;;
         --profile) profile_dir=$(realpath -m "$2"); shift 2 ;;
+        --statements) statements=true; shift ;;
+        --pin-services) pin_services=$2; shift 2 ;;
+        --pin-driver) pin_driver=$2; shift 2 ;;
         --no-build) build=false; shift ;;
         --services-from) services_bin=$(realpath "$2"); shift 2 ;;
-        -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "end-to-end: unknown option $1 (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -121,8 +131,10 @@ trap 'exit 130' INT TERM
 pg_port=$(pg_free_port)
 log "starting Postgres on 127.0.0.1:$pg_port"
 pg_init "$workdir/postgres" "${HABITFLOW_POSTGRES_PASSWORD:-habitflow-local}"
+! $statements || export PG_EXTRA_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
 pg_start "$workdir/postgres" "$pg_port" "$workdir/postgres.log" || { cat "$workdir/postgres.log" >&2; exit 1; }
 pg_create_database "$workdir/postgres" "$pg_port" habitflow
+! $statements || pg_psql "$workdir/postgres" "$pg_port" --dbname=habitflow -c "CREATE EXTENSION pg_stat_statements"
 wait_for_port() { # port, seconds
     local deadline=$((SECONDS + $2))
     until (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
@@ -194,6 +206,7 @@ measure_window() { # name, the driver's pid
     started_at=$(date +%s.%N)
     for process in "${processes[@]}"; do start_ticks+=("$(cpu_ticks "$(pid_of "$process")")"); done
     start_ticks+=("$(cpu_ticks "$driver")")
+    ! $statements || statement_counts reset "$name"
     if command -v perf >/dev/null; then
         for process in "${processes[@]}"; do
             local pid targets
@@ -214,6 +227,7 @@ measure_window() { # name, the driver's pid
     # The driver first: it exits soon after its window ends.
     local driver_end_ticks
     driver_end_ticks=$(cpu_ticks "$driver")
+    ! $statements || statement_counts read "$name"
     : >"$workdir/$name.usage"
     for process in "${processes[@]}" driver; do
         if [[ $process == driver ]]; then end_ticks=$driver_end_ticks; else end_ticks=$(cpu_ticks "$(pid_of "$process")"); fi
@@ -226,13 +240,28 @@ measure_window() { # name, the driver's pid
     awk -v end="$ended_at" -v start="$started_at" 'BEGIN { print end - start }' >"$workdir/$name.elapsed"
 }
 
+# With --statements: "reset" clears Postgres's statement and transaction counts as a window starts; "read" writes
+# them as it ends, to "$workdir/<step>.statements" (calls, ms, rows, query) and "$workdir/<step>.transactions".
+statement_counts() { # reset|read, step name
+    local query=(pg_psql "$workdir/postgres" "$pg_port" --dbname=habitflow --tuples-only --no-align -c)
+    if [[ $1 == reset ]]; then
+        "${query[@]}" "SELECT pg_stat_statements_reset(), pg_stat_reset()" >/dev/null 2>&1 || true
+        return
+    fi
+    "${query[@]}" "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = 'habitflow'" \
+        >"$workdir/$2.transactions" 2>/dev/null || true
+    "${query[@]}" "COPY (SELECT calls, round(total_exec_time::numeric, 1), rows, regexp_replace(query, '\s+', ' ', 'g')
+                         FROM pg_stat_statements WHERE calls > 0 ORDER BY total_exec_time DESC) TO STDOUT" \
+        >"$workdir/$2.statements" 2>/dev/null || true
+}
+
 run_step() { # name, then habitflow-load run arguments
     local name=$1
     shift
     local process
     for process in "${processes[@]}"; do reset_peak_rss "$(pid_of "$process")"; done
     rm -f "$workdir/$name.window" "$workdir/$name.done" "$workdir/$name.usage"
-    "$bin/habitflow-load" run --accounts "$workdir/accounts.jsonl" --json "$workdir/$name.json" --quiet \
+    "${driver_launcher[@]}" "$bin/habitflow-load" run --accounts "$workdir/accounts.jsonl" --json "$workdir/$name.json" --quiet \
         --window-file "$workdir/$name.window" "$@" >"$workdir/$name.txt" 2>"$workdir/$name.log" &
     local driver=$! status=0
     measure_window "$name" "$driver" &
@@ -304,9 +333,29 @@ print(f"  {sys.argv[2]:<18} {report['ratePerSecond']:8.1f} req/s  p50 {latency['
       f"  p99.9 {latency['p999']:8.2f}ms  errors {errors}{mark_p99}{usage}")
 for example in sorted(examples):
     print(f"  {'':<18} e.g. {example}")
+statements_file = f"{sys.argv[5]}.statements"
+if os.path.exists(statements_file):
+    rows = [line.rstrip("\n").split("\t", 3) for line in open(statements_file) if line.count("\t") >= 3]
+    calls = sum(int(row[0]) for row in rows)
+    milliseconds = sum(float(row[1]) for row in rows)
+    transactions = open(f"{sys.argv[5]}.transactions").read().strip() or "0"
+    print(f"  {'':<18} Postgres: {calls / requests:.2f} statements and {int(transactions) / requests:.2f}"
+          f" transactions per request, {1000 * milliseconds / requests:.0f}µs executing per request; the most:")
+    for count, ms, _, query in rows[:12]:
+        print(f"  {'':<20} {int(count) / requests:5.2f}/req {1000 * float(ms) / int(count):6.0f}µs  {query[:110]}")
 EOF
     results+=("$workdir/$name.json")
 }
+
+if [[ -n $pin_services ]]; then
+    for process in "${processes[@]}"; do
+        pid=$(pid_of "$process")
+        for task in "$pid" $(pgrep -P "$pid" || true); do taskset -a -p -c "$pin_services" "$task" >/dev/null; done
+    done
+    log "services and Postgres pinned to CPUs $pin_services"
+fi
+driver_launcher=()
+[[ -z $pin_driver ]] || driver_launcher=(taskset -c "$pin_driver")
 
 log "mixed scenario, open loop, $users users on ${mixed_connections:-$users} connections," \
     "${duration}s per rate after ${warm_up}s warm-up"

@@ -58,7 +58,7 @@ pg_start() {
     touch "$log_file"
     [[ $(id -u) -eq 0 ]] && chown "$HABITFLOW_PG_USER" "$log_file"
     pg_as_owner "$PG_BIN/pg_ctl" --pgdata="$data_dir" --log="$log_file" --wait --timeout=60 \
-        -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$data_dir -c fsync=${PG_FSYNC:-on} -c max_connections=${PG_MAX_CONNECTIONS:-400}" \
+        -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$data_dir -c fsync=${PG_FSYNC:-on} -c max_connections=${PG_MAX_CONNECTIONS:-400} ${PG_EXTRA_OPTIONS:-}" \
         start >/dev/null
 }
 
