@@ -32,6 +32,47 @@ extension AuthServiceTests {
             }
         }
 
+        @Test("of concurrent uses of one refresh token, one rotates it and the others revoke the session as a reuse")
+        func concurrentRefreshes() async throws {
+            try await AuthTestEnvironment.run { env in
+                for _ in 0..<5 {
+                    let registered = try await env.register()
+                    let token = registered.tokens.refreshToken
+                    let outcomes = await withTaskGroup(of: String.self) { group in
+                        for _ in 0..<4 {
+                            group.addTask {
+                                do {
+                                    _ = try await env.refresh(token)
+                                    return "rotated"
+                                } catch {
+                                    return (error as? RPCError)?.errorReason ?? "\(error)"
+                                }
+                            }
+                        }
+                        return await group.reduce(into: []) { $0.append($1) }
+                    }
+                    #expect(outcomes.sorted() == ["REFRESH_TOKEN_REUSED", "REFRESH_TOKEN_REUSED", "REFRESH_TOKEN_REUSED", "rotated"])
+                    #expect(try await env.sessionState(registered.tokens, userID: registered.user.id) == .revoked)
+                }
+            }
+        }
+
+        @Test("a refresh token of a session that ended is refused and rotates nothing")
+        func refreshOfAnEndedSession() async throws {
+            try await AuthTestEnvironment.run { env in
+                let registered = try await env.register()
+                let sessionID = try #require(UUID(uuidString: registered.tokens.sessionID))
+                try await env.pool.execute(
+                    "UPDATE sessions SET revoked_at = now(), revoke_reason = 'logout' WHERE id = \(sessionID)")
+                let ended = await env.error { try await env.refresh(registered.tokens.refreshToken) }
+                #expect(ended?.errorReason == "REFRESH_TOKEN_INVALID")
+                let tokens = try await env.pool.queryRow(
+                    "SELECT count(*), count(used_at) FROM refresh_tokens WHERE session_id = \(sessionID)")
+                #expect(try tokens?.decode(0, as: Int64.self) == 1)
+                #expect(try tokens?.decode(1, as: Int64.self) == 0)
+            }
+        }
+
         @Test("unknown, malformed and empty refresh tokens are refused")
         func invalidRefreshTokens() async throws {
             try await AuthTestEnvironment.run { env in

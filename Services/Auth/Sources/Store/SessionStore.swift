@@ -61,6 +61,28 @@ extension AuthStore {
     /// although the call fails.
     func rotateRefreshToken(presented: String, now: Date, lifetime: Duration) async throws -> RefreshOutcome {
         guard let hash = OpaqueToken.hash(of: presented) else { return .invalid }
+        let expiresAt = now.addingTimeInterval(lifetime.timeInterval)
+        let successor = OpaqueToken()
+        // The usual case, an unused token of a live session, in one statement. It uses the token only where it
+        // extended the session, and issues the successor only where it used the token: a concurrent use of the
+        // same token (its row, locked and then re-checked, is used by then) or end of the session leaves no
+        // successor and no answer, and the transaction below finds out which it was.
+        if let row = try await pool.queryRow(
+            """
+            WITH session AS (UPDATE sessions s SET last_used_at = \(now), expires_at = \(expiresAt) \
+            FROM refresh_tokens t WHERE t.token_hash = \(hash) AND t.used_at IS NULL AND t.expires_at > \(now) \
+            AND s.id = t.session_id AND s.revoked_at IS NULL AND s.expires_at > \(now) RETURNING s.*), \
+            used AS (UPDATE refresh_tokens SET used_at = \(now) \
+            WHERE token_hash = \(hash) AND used_at IS NULL AND session_id IN (SELECT id FROM session) \
+            RETURNING session_id), \
+            successor AS (INSERT INTO refresh_tokens (token_hash, session_id, user_id, created_at, expires_at) \
+            SELECT \(successor.hash), id, user_id, \(now), \(expiresAt) FROM session \
+            WHERE id IN (SELECT session_id FROM used)) \
+            SELECT * FROM session WHERE id IN (SELECT session_id FROM used)
+            """)
+        {
+            return .rotated(try SessionRecord(row: row), refreshToken: successor, refreshExpiresAt: expiresAt)
+        }
         return try await pool.transaction { transaction in
             // Lock the token row: of two concurrent uses of one token, the second sees it used.
             guard
