@@ -1,5 +1,6 @@
 import Foundation
 import HabitFlowGoalsProtos
+import HabitFlowPostgres
 import HabitFlowRPC
 import HabitFlowServiceAPI
 import HabitFlowTestSupport
@@ -269,5 +270,17 @@ extension TestUser {
         // Removing the account removes its reviews and their ratings (the cascade through review_ratings).
         #expect(try await user.fixture.goalsInternal.purgeUser(.with { $0.userID = user.userID }).existed)
         await expectError(.failedPrecondition) { _ = try await user.reviews() }
+        await expectError(.failedPrecondition) { _ = try await user.categoryRatings() }
+    }
+
+    @Test func aUserGoalsHasNotSeenHasNoRatingsAndIsKnownAfterwards() async throws {
+        let user = try await TestUser()
+        let pool = user.fixture.goals.runtime.pool
+        let known: PostgresQuery = "SELECT count(*) FROM users WHERE user_id = \(user.id)"
+        #expect(try await pool.queryRow(known)?.decode(0, as: Int64.self) == 0)
+        let figures = try await user.categoryRatings()
+        #expect(figures.latest.isEmpty && figures.history.isEmpty)
+        #expect(try await pool.queryRow(known)?.decode(0, as: Int64.self) == 1)
+        #expect(try await user.categoryRatings() == figures)
     }
 }

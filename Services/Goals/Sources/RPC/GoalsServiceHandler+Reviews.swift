@@ -1,3 +1,4 @@
+internal import HabitFlowInternalCredential
 internal import HabitFlowServiceAPI
 internal import HabitFlowCalendar
 internal import Foundation
@@ -119,13 +120,18 @@ extension GoalsServiceHandler {
     func getCategoryRatings(
         request: Habitflow_Goals_V1_GetCategoryRatingsRequest, context: ServerContext
     ) async throws -> Habitflow_Goals_V1_GetCategoryRatingsResponse {
-        let user = try await caller()
-        let stored = try await store.ratingPoints(user: user.id)
+        let userID = try CallerIdentity.requireUser()
+        // One statement for a user the service knows; a new account is prepared (one without ratings), a deleted one
+        // refused.
+        guard let stored = try await store.ratingPointsOfKnownUser(userID) else {
+            _ = try await caller()
+            return CategoryRatings(points: [], live: [], deleted: []).proto
+        }
         let live =
             stored.points.isEmpty
             ? []
             : try await reader.habits.lookup(
-                user: user.id, habits: [], options: CallOptions().propagating(from: context)
+                user: userID, habits: [], options: CallOptions().propagating(from: context)
             ).categories
         return CategoryRatings(points: stored.points, live: live, deleted: stored.deleted).proto
     }

@@ -73,24 +73,30 @@ extension GoalsStore {
         return try await withRatings(pool, user: userID, rows)
     }
 
-    /// Every rating of the user's live reviews, and the categories CategoryDeleted named.
-    public func ratingPoints(user userID: UUID) async throws -> (points: [RatingPoint], deleted: Set<UUID>) {
-        let points = try await pool.query(
+    /// Every rating of the user's live reviews, and the categories CategoryDeleted named, in one statement joined to
+    /// the user's own row: `nil` when the service does not know the user (then ``userVersion(_:now:)`` creates them,
+    /// or refuses a deleted account, and they have neither).
+    public func ratingPointsOfKnownUser(_ userID: UUID) async throws -> (points: [RatingPoint], deleted: Set<UUID>)? {
+        let rows = try await pool.query(
             """
-            SELECT rr.category_id, rr.rating, r.id, r.review_date, r.created_seq FROM reviews r \
-            JOIN review_ratings rr ON rr.user_id = r.user_id AND rr.review_id = r.id \
-            WHERE r.user_id = \(userID) AND r.deleted_at IS NULL ORDER BY r.review_date, r.created_seq
-            """
-        ).map {
+            SELECT rr.category_id, rr.rating, r.id, r.review_date, r.created_seq, d.deleted FROM users u \
+            CROSS JOIN LATERAL (SELECT ARRAY(SELECT category_id FROM deleted_categories \
+            WHERE user_id = u.user_id) AS deleted) d \
+            LEFT JOIN (reviews r JOIN review_ratings rr ON rr.user_id = r.user_id AND rr.review_id = r.id \
+            AND r.deleted_at IS NULL) ON r.user_id = u.user_id \
+            WHERE u.user_id = \(userID) ORDER BY r.review_date, r.created_seq
+            """)
+        guard let first = rows.first else { return nil }
+        let deleted = Set(try first.decode(5, as: [UUID].self))
+        // The user without a rating: one row, without a review.
+        if try first.decode(2, as: UUID?.self) == nil { return ([], deleted) }
+        let points = try rows.map {
             RatingPoint(
                 categoryID: try $0.decode(0, as: UUID.self), rating: Int(try $0.decode(1, as: Int16.self)),
                 reviewID: try $0.decode(2, as: UUID.self), date: try $0.decode(3, as: LocalDate.self),
                 reviewSequence: try $0.decode(4, as: Int64.self))
         }
-        let deleted = try await pool.query(
-            "SELECT category_id FROM deleted_categories WHERE user_id = \(userID)"
-        ).map { try $0.decode(0, as: UUID.self) }
-        return (points, Set(deleted))
+        return (points, deleted)
     }
 
     /// A review of the user's, deleted ones included; `nil` when the user has none with that id.
