@@ -36,6 +36,13 @@ import Testing
             _ = try await sam.social.listFriends(.init(), options: sam.options)
         }
         #expect(preconditionType(refused) == "ACCOUNT_DELETED")
+        let noBoard = await expectError(.failedPrecondition) {
+            _ = try await sam.social.getLeaderboard(.init(), options: sam.options)
+        }
+        #expect(preconditionType(noBoard) == "ACCOUNT_DELETED")
+        await expectError(.failedPrecondition) {
+            _ = try await sam.fixture.socialInternal.getLeaderboardTop(.with { $0.userID = sam.userID })
+        }
         let toNobody = try await chris.sendFriendRequest(username: sam.username)
         #expect(toNobody.state == .pending)
         #expect(!toNobody.hasOther)

@@ -1,5 +1,6 @@
 import Foundation
 import HabitFlowHabitsProtos
+import HabitFlowPostgres
 import HabitFlowRPC
 import HabitFlowSocial
 import HabitFlowSocialProtos
@@ -147,6 +148,21 @@ struct LeaderboardTests {
         try await me.updateSharing(["shared_category_ids"]) { $0.sharedCategoryIds = [mine] }
         let own = try #require(try await me.leaderboard().entries.first { $0.me })
         #expect(own.categoryScores.map(\.categoryName) == ["Family"])
+    }
+
+    @Test("A user social has not seen gets a board of their own line, in their week, and is known afterwards")
+    func boardOfANewUser() async throws {
+        let fixture = try await SocialFixture.shared.value
+        let pool = fixture.social.runtime.pool
+        let newcomer = UUID()
+        let known: PostgresQuery = "SELECT count(*) FROM users WHERE user_id = \(newcomer)"
+        #expect(try await pool.queryRow(known)?.decode(0, as: Int64.self) == 0)
+        let top = try await fixture.socialInternal.getLeaderboardTop(.with { $0.userID = newcomer.uuidString })
+        #expect(top.total == 1 && top.me.me && top.me.rank == 1)
+        #expect(try await pool.queryRow(known)?.decode(0, as: Int64.self) == 1)
+        let board = try await SocialClient(transport: fixture.socialChannel)
+            .getLeaderboard(.init(), options: .onBehalf(of: newcomer))
+        #expect(board.total == 1 && board.week == top.week)
     }
 
     @Test("GetLeaderboardTop answers the top 5 by default, the user's own line, and refuses a bad top")

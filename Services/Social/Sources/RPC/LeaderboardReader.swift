@@ -23,11 +23,17 @@ struct LeaderboardReader: Sendable {
     let scores: ScoreSource
     let clock: UserClock
 
-    /// The board of `userID`, whose zone is `zone`: the week is the user's current ISO week in that zone, for
-    /// everyone on the board (a friend whose own week differs is scored on the caller's).
-    func board(of userID: UUID, zone: UserTimeZone, options: CallOptions) async throws -> RankedBoard {
-        let week = IsoWeek(containing: clock.today(in: zone))
-        let candidates = try await store.leaderboardCandidates(of: userID)
+    /// The board of `userID`: the week is the user's current ISO week in their stored zone, for everyone on the board
+    /// (a friend whose own week differs is scored on the caller's). A user the service has not seen yet (a
+    /// dashboard before any social call) is created on the spot; a deleted account is refused.
+    func board(of userID: UUID, options: CallOptions) async throws -> RankedBoard {
+        var known = try await store.leaderboardCandidatesOfKnownUser(userID)
+        if known == nil {
+            _ = try await store.userVersion(userID, now: clock.now)
+            known = try await store.leaderboardCandidatesOfKnownUser(userID)
+        }
+        guard let candidates = known else { throw SocialError.accountDeleted(userID) }
+        let week = IsoWeek(containing: clock.today(in: candidates.zone))
         let members = Leaderboard.members(caller: candidates.caller, friends: candidates.friends)
         let ids = members.map(\.userID)
         async let weeks = scores.weeks(of: ids, in: week, options: options)

@@ -24,10 +24,7 @@ extension SocialInternalHandler {
                     + "(0: \(SocialRules.dashboardTop)), got \(request.top)")
         }
         try validator.check()
-        // A user the service has not seen yet (a dashboard before any social call) is created on the spot.
-        let version = try await store.userVersion(userID, now: clock.now)
-        let board = try await leaderboards.board(
-            of: userID, zone: version.zone, options: CallOptions().propagating(from: context))
+        let board = try await leaderboards.board(of: userID, options: CallOptions().propagating(from: context))
         return .with {
             $0.week = board.week.leaderboardProto
             $0.entries = board.lines.prefix(top).map(\.proto)

@@ -1,3 +1,4 @@
+internal import HabitFlowInternalCredential
 internal import Foundation
 internal import HabitFlowRPC
 internal import HabitFlowServiceAPI
@@ -24,9 +25,8 @@ extension SocialServiceHandler {
             }
         }
         try validator.check()
-        let user = try await caller()
         let board = try await leaderboards.board(
-            of: user.id, zone: user.zone, options: CallOptions().propagating(from: context))
+            of: try CallerIdentity.requireUser(), options: CallOptions().propagating(from: context))
         let page = board.lines.dropFirst(offset).prefix(pageSize)
         return .with {
             $0.week = board.week.leaderboardProto

@@ -1,4 +1,5 @@
 internal import Foundation
+internal import HabitFlowCalendar
 
 /// Who may be on a user's leaderboard: the user and their live friends (`friendships`), each with their sharing
 /// settings (`sharing_settings`; the defaults without a row). ``Leaderboard/members(caller:friends:)`` decides who
@@ -6,15 +7,22 @@ internal import Foundation
 extension SocialStore {
     /// The user's own settings and their live friends' (at most 100), in one statement that reads one user's rows of
     /// `friendships` by its primary key and the friends' settings by theirs.
-    func leaderboardCandidates(of userID: UUID) async throws -> (caller: BoardMember, friends: [BoardMember]) {
+    ///
+    /// Read with the user's own row, whose zone picks the board's week: `nil` when the service does not know the user
+    /// (a new one is then created, a deleted account refused, by ``userVersion(_:now:)``).
+    func leaderboardCandidatesOfKnownUser(
+        _ userID: UUID
+    ) async throws -> (zone: UserTimeZone, caller: BoardMember, friends: [BoardMember])? {
         let rows = try await pool.query(
             """
             SELECT m.user_id, coalesce(s.share_weekly_score, true), coalesce(s.private_mode, false), \
-            coalesce(s.shared_category_ids, '{}'::uuid[]), s.updated_at, m.user_id = \(userID) \
-            FROM (SELECT \(userID)::uuid AS user_id \
+            coalesce(s.shared_category_ids, '{}'::uuid[]), s.updated_at, m.user_id = \(userID), u.time_zone \
+            FROM users u CROSS JOIN LATERAL (SELECT \(userID)::uuid AS user_id \
                   UNION ALL SELECT friend_id FROM friendships WHERE user_id = \(userID) AND deleted_at IS NULL) AS m \
-            LEFT JOIN sharing_settings AS s ON s.user_id = m.user_id
+            LEFT JOIN sharing_settings AS s ON s.user_id = m.user_id \
+            WHERE u.user_id = \(userID)
             """)
+        guard let first = rows.first else { return nil }
         var caller = BoardMember(userID: userID, settings: .defaults)
         var friends: [BoardMember] = []
         for row in rows {
@@ -25,6 +33,6 @@ extension SocialStore {
                     sharedCategoryIDs: try row.decode(3), updatedAt: try row.decode(4, as: Date?.self)))
             if try row.decode(5, as: Bool.self) { caller = member } else { friends.append(member) }
         }
-        return (caller, friends)
+        return (UserTimeZone.stored(try first.decode(6, as: String.self)), caller, friends)
     }
 }
