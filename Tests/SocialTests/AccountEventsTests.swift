@@ -68,6 +68,10 @@ import Testing
         let friends = try await sam.social.listFriends(.init(), options: sam.options)
         #expect(friends.friends.map(\.person.displayName) == ["Alexandra"])
         #expect(friends.friends.map(\.person.username) == [alex.username])
+        // The leaderboard names people as the friends list does (auth itself still says "Alex").
+        let board = try await sam.social.getLeaderboard(.init(), options: sam.options)
+        #expect(board.entries.first { !$0.me }?.person.displayName == "Alexandra")
+        #expect(board.me.person.displayName == "Sam")
         // UserCreated carries the display name; one without (published before it had the field): the username
         // stands in (here as the latest names).
         var created = Habitflow_Events_V1_UserCreated()

@@ -14,9 +14,10 @@ struct RankedBoard: Sendable {
     var mine: LeaderboardLine? { lines.first { $0.candidate.isCaller } }
 }
 
-/// Builds leaderboards: the members from the store, then the scores from habits and the names from auth, one call
-/// each and both at once, whatever the number of friends (at most 101 lines, which both calls take in one: habits'
-/// GetWeeklyScores takes 101 users, auth's GetUsers 500 ids).
+/// Builds leaderboards: the members with their names from the store (the names auth's account events gave them, as
+/// the friends list shows them), then the scores from habits in one call, whatever the number of friends (at most 101
+/// lines, which habits' GetWeeklyScores takes in one). Auth's GetUsers (500 ids a call) is asked, at the same time,
+/// only about members no event has named yet; one it does not know is left out (a deleted account).
 struct LeaderboardReader: Sendable {
     let store: SocialStore
     let people: PeopleSource
@@ -36,12 +37,15 @@ struct LeaderboardReader: Sendable {
         let week = IsoWeek(containing: clock.today(in: candidates.zone))
         let members = Leaderboard.members(caller: candidates.caller, friends: candidates.friends)
         let ids = members.map(\.userID)
+        // Names as the friends list shows them; auth is asked only about members no account event has named yet.
+        let unnamedIDs = ids.filter { candidates.names[$0] == nil }
         async let weeks = scores.weeks(of: ids, in: week, options: options)
-        async let names = people.people(ids, options: options)
-        let (userWeeks, userNames) = try await (weeks, names)
+        async let looked = people.people(unnamedIDs, options: options)
+        let (userWeeks, lookedUp) = try await (weeks, looked)
+        let userNames = candidates.names.merging(lookedUp) { stored, _ in stored }
         let lines: [LeaderboardCandidate] = members.compactMap { member in
             let isCaller = member.userID == userID
-            // A friend auth no longer knows is a deleted account whose UserDeleted has not arrived yet.
+            // A friend neither an event nor auth names is a deleted account whose UserDeleted has not arrived yet.
             let unnamed = PersonRecord(id: userID, username: "", displayName: "")
             guard let name = userNames[member.userID] ?? (isCaller ? unnamed : nil) else { return nil }
             let userWeek = userWeeks[member.userID] ?? .empty
