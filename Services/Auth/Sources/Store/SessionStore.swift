@@ -63,18 +63,19 @@ extension AuthStore {
         guard let hash = OpaqueToken.hash(of: presented) else { return .invalid }
         let expiresAt = now.addingTimeInterval(lifetime.timeInterval)
         let successor = OpaqueToken()
-        // The usual case, an unused token of a live session, in one statement. It uses the token only where it
-        // extended the session, and issues the successor only where it used the token: a concurrent use of the
-        // same token (its row, locked and then re-checked, is used by then) or end of the session leaves no
-        // successor and no answer, and the transaction below finds out which it was.
+        // The usual case, an unused token of a live session, in one statement. It locks the token's row first, as
+        // the transaction below does (the other order deadlocks against it), extends the session, then uses the
+        // token and issues the successor only where the session was extended. A concurrent use of the same token
+        // (the locked row, checked again, is used by then) or end of the session leaves everything as it was and no
+        // answer, and the transaction finds out which it was.
         if let row = try await pool.queryRow(
             """
-            WITH session AS (UPDATE sessions s SET last_used_at = \(now), expires_at = \(expiresAt) \
-            FROM refresh_tokens t WHERE t.token_hash = \(hash) AND t.used_at IS NULL AND t.expires_at > \(now) \
-            AND s.id = t.session_id AND s.revoked_at IS NULL AND s.expires_at > \(now) RETURNING s.*), \
+            WITH token AS (SELECT session_id FROM refresh_tokens \
+            WHERE token_hash = \(hash) AND used_at IS NULL AND expires_at > \(now) FOR UPDATE), \
+            session AS (UPDATE sessions SET last_used_at = \(now), expires_at = \(expiresAt) \
+            WHERE id IN (SELECT session_id FROM token) AND revoked_at IS NULL AND expires_at > \(now) RETURNING *), \
             used AS (UPDATE refresh_tokens SET used_at = \(now) \
-            WHERE token_hash = \(hash) AND used_at IS NULL AND session_id IN (SELECT id FROM session) \
-            RETURNING session_id), \
+            WHERE token_hash = \(hash) AND session_id IN (SELECT id FROM session) RETURNING session_id), \
             successor AS (INSERT INTO refresh_tokens (token_hash, session_id, user_id, created_at, expires_at) \
             SELECT \(successor.hash), id, user_id, \(now), \(expiresAt) FROM session \
             WHERE id IN (SELECT session_id FROM used)) \
