@@ -199,15 +199,20 @@ struct ServiceHostTests {
 /// habits outbox, and a relay of one would deliver the other's events.
 @Suite("Service host with Postgres", .serialized)
 struct ServiceHostDatabaseTests {
-    @Test("migrations run at start-up; the relay delivers to a subscribing service, past one that is down; /metrics")
-    func outboxDeliveryBetweenHosts() async throws {
+    /// A host (as goals) whose EventSubscriberService records the aggregate id of every event delivered to it.
+    static func startSubscriber(consumer: String) async throws -> (ServiceHost, Shared<[String]>) {
         let delivered = Shared<[String]>([])
         let subscriber = ServiceDefinition(name: "goals") { runtime in
-            [EventSubscriberService(pool: runtime.pool, consumer: "service-kit-test") { envelope, _ in
+            [EventSubscriberService(pool: runtime.pool, consumer: consumer) { envelope, _ in
                 delivered.update { $0.append(envelope.aggregateID) }
             }]
         }
-        let subscriberHost = try await startHost(subscriber, databaseURL: try TestEnvironment.serviceURL("goals"))
+        return (try await startHost(subscriber, databaseURL: try TestEnvironment.serviceURL("goals")), delivered)
+    }
+
+    @Test("migrations run at start-up; the relay delivers to a subscribing service, past one that is down; /metrics")
+    func outboxDeliveryBetweenHosts() async throws {
+        let (subscriberHost, delivered) = try await Self.startSubscriber(consumer: "service-kit-test")
         // "absent" is a subscriber that is not running (nothing listens on port 1): it must delay only itself. The
         // habits schema: PostgresTests, which run at the same time, use social's outbox and goals' with relays of
         // their own, which would take this test's events.
@@ -258,13 +263,7 @@ struct ServiceHostDatabaseTests {
         "one LISTEN connection per process: the outbox relay and the change notices share it, each sees its channel",
         .timeLimit(.minutes(1)))
     func oneListeningConnection() async throws {
-        let delivered = Shared<[String]>([])
-        let subscriber = ServiceDefinition(name: "goals") { runtime in
-            [EventSubscriberService(pool: runtime.pool, consumer: "service-kit-listen-test") { envelope, _ in
-                delivered.update { $0.append(envelope.aggregateID) }
-            }]
-        }
-        let subscriberHost = try await startHost(subscriber, databaseURL: try TestEnvironment.serviceURL("goals"))
+        let (subscriberHost, delivered) = try await Self.startSubscriber(consumer: "service-kit-listen-test")
         // Postgres wakes every listening connection for every NOTIFY in the database: the publisher must have one,
         // found by its application name.
         let applicationName = "listen-test-\(UUID().uuidString.prefix(8).lowercased())"

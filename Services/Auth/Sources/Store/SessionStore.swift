@@ -105,7 +105,6 @@ extension AuthStore {
                     != nil
             else { return .invalid }
             try await transaction.execute("UPDATE refresh_tokens SET used_at = \(now) WHERE token_hash = \(hash)")
-            let expiresAt = now.addingTimeInterval(lifetime.timeInterval)
             guard
                 let updated = try await transaction.queryRow(
                     """

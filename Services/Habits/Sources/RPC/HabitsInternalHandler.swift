@@ -161,10 +161,7 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
                 answers[userID] = cached
             } else if let view = weekViews.data(of: userID, week: week, version: version) {
                 let score = Self.weeklyScore(
-                    of: userID, in: week,
-                    tallies: WeekTallies.tallies(
-                        of: view.habits, in: week, completions: view.dayCounts.mapValues { $0.reduce(0, +) }),
-                    categories: view.categories)
+                    of: userID, in: week, tallies: view.tallies(in: week), categories: view.categories)
                 answers[userID] = score
                 weeklyScores.store(score, of: userID, week: week, version: version)
             } else {

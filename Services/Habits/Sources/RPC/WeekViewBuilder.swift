@@ -14,11 +14,7 @@ struct WeekViewBuilder {
         let habits = data.habits
         let perDay = data.dayCounts
         let todayIndex = week.contains(today) ? week.monday.days(until: today) : nil
-        let tallies = habits.map { habit in
-            HabitWeekTally(
-                habitID: habit.id, categoryID: habit.categoryID, target: habit.target(in: week),
-                completions: perDay[habit.id]?.reduce(0, +) ?? 0)
-        }
+        let tallies = data.tallies(in: week)
         return .with { view in
             view.week = week.proto
             view.weekName = week.description
@@ -51,6 +47,18 @@ struct WeekViewBuilder {
                     $0.totalHabits = Int32(habits.count)
                 }
             }
+        }
+    }
+}
+
+extension WeekViewData {
+    /// Each habit's "X/Y" of `week`, the week the data was read for (its habits are those live in it), in the
+    /// habits' order: what the view and the weekly score are made from.
+    func tallies(in week: IsoWeek) -> [HabitWeekTally] {
+        habits.map { habit in
+            HabitWeekTally(
+                habitID: habit.id, categoryID: habit.categoryID, target: habit.target(in: week),
+                completions: dayCounts[habit.id]?.reduce(0, +) ?? 0)
         }
     }
 }
