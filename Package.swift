@@ -200,8 +200,8 @@ let package = Package(
             dependencies: [
                 "HabitFlowLocking", "HabitFlowInternalCredential", "HabitFlowCalendar", "HabitFlowCrypto",
                 "HabitFlowEvents", "HabitFlowGRPCSideServiceProtos", "HabitFlowOutbox", "HabitFlowPostgres",
-                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowRPCSideServices", logging,
-                nioCore, nioHTTP1, nioPosix, prometheus, serviceLifecycle,
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowRPCServer", "HabitFlowRPCSideServices",
+                "HabitFlowServiceAPI", logging, nioCore, nioHTTP1, nioPosix, prometheus, serviceLifecycle,
             ]),
 
         // MARK: Services (one library target with the logic, one tiny executable each)

@@ -4,6 +4,7 @@ internal import HabitFlowLocking
 internal import HabitFlowOutbox
 internal import HabitFlowPostgres
 public import HabitFlowRPC
+internal import HabitFlowServiceAPI
 internal import Logging
 
 /// `habitflow.events.v1.ChangeNotices`: tells the gateway which users' data changed, as writes commit, so it can push
@@ -19,16 +20,41 @@ internal import Logging
 /// sent while it was disconnected are lost, and opens every stream. A stream opens only while the listener listens,
 /// and every stream ends when it loses its connection: an open stream means no notice is being missed (the
 /// gateway's session checks rely on that), and the subscriber comes back for a fresh `all_users`.
+///
+/// Habits, goals and social notify only the users a subscriber leases with `WatchUsers` (``Notified/watchedUsers``):
+/// the gateway leases the users of its open `WatchChanges` streams, so the many writes of users nobody watches cost
+/// no `NOTIFY`, which Postgres 15 delivers by waking every listening connection of the database. The leases live in
+/// the schema's `change_watches` (library migration `changes/0003`), shared by all replicas and all subscribers.
 public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handler, Sendable {
+    /// Whose changes the schema's triggers notify.
+    public enum Notified: Sendable {
+        /// Users with a live `WatchUsers` lease. Every write locks the user's row in `users` (by `user_id`) before
+        /// its trigger looks for the lease, as habits', goals' and social's do when they take the change sequence.
+        case watchedUsers
+        /// Every user (auth's session ends, which the gateway's session checks follow for everyone): `WatchUsers`
+        /// stores nothing.
+        case everyUser
+    }
+
     /// Distinct users a subscriber's next message may name; beyond, it says `all_users`.
     public static let maximumPendingUsers = 10_000
+    /// User ids one `WatchUsers` call may lease.
+    public static let maximumWatchedUsersPerCall = 10_000
+    /// How long a `WatchUsers` lease lasts (the gateway renews a third of the way through).
+    public static let defaultWatchLease: Duration = .seconds(120)
 
     private let subscribers = Locked<(next: Int, all: [Int: Subscriber], draining: Bool, listening: Bool)>(
         (0, [:], false, false))
+    private let notified: Notified
+    private let watchLease: Duration
+    private let pool: PostgresPool
 
     /// Listens (over the runtime's shared connection, for as long as the service runs) on the channel of the
     /// runtime's schema, and ends the subscribers' streams when a graceful shutdown begins.
-    public init(runtime: ServiceRuntime) {
+    public init(runtime: ServiceRuntime, notified: Notified = .watchedUsers, watchLease: Duration = defaultWatchLease) {
+        self.notified = notified
+        self.watchLease = watchLease
+        self.pool = runtime.pool
         // Published on the listener's thread: a write's notice reaches the subscribers' tasks with one wake-up.
         runtime.notifications.listen(on: ChangeNoticeMigrations.channel(schema: runtime.configuration.name)) {
             [self] event in publish(event)
@@ -90,6 +116,41 @@ public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handl
             case .nothing: await subscriber.wakeup.wait()
             }
         }
+    }
+
+    public func watchUsers(request: Habitflow_Events_V1_WatchUsersRequest, context: ServerContext) async throws
+        -> Habitflow_Events_V1_WatchUsersResponse
+    {
+        var validator = RequestValidator()
+        if request.userIds.count > Self.maximumWatchedUsersPerCall {
+            validator.reject("user_ids", "at most \(Self.maximumWatchedUsersPerCall) per call")
+        }
+        let users = Set(request.userIds.enumerated().map { validator.id($1, field: "user_ids[\($0)]") })
+        try validator.check()
+        let response = Habitflow_Events_V1_WatchUsersResponse.with { $0.leaseSeconds = Int32(watchLease.components.seconds) }
+        guard case .watchedUsers = notified, !users.isEmpty else { return response }
+        // One statement: extend or start the leases, sweep the ended ones of other users, and name the users whose
+        // lease starts now (it had ended, or there was none).
+        let started = try await pool.query(
+            """
+            WITH requested AS (SELECT unnest(\(Array(users))::uuid[]) AS user_id), \
+            previous AS (SELECT user_id, expires_at FROM change_watches WHERE user_id IN (SELECT user_id FROM requested)), \
+            swept AS (DELETE FROM change_watches WHERE expires_at < now() \
+                AND user_id NOT IN (SELECT user_id FROM requested)), \
+            leased AS (INSERT INTO change_watches (user_id, expires_at) \
+                SELECT user_id, now() + \(watchLease.components.seconds) * interval '1 second' FROM requested \
+                ON CONFLICT (user_id) DO UPDATE SET expires_at = GREATEST(change_watches.expires_at, EXCLUDED.expires_at) \
+                RETURNING user_id) \
+            SELECT leased.user_id FROM leased LEFT JOIN previous USING (user_id) \
+            WHERE previous.expires_at IS NULL OR previous.expires_at <= now()
+            """)
+        // A write whose trigger looked before the lease committed still holds the user's row lock: waiting for it
+        // (one row at a time, so no lock is held while waiting for another) means the caller's next read sees it.
+        for row in started {
+            let user = try row.decode(0, as: UUID.self)
+            _ = try await pool.query("SELECT 1 FROM users WHERE user_id = \(user) FOR SHARE")
+        }
+        return response
     }
 
     /// One stream's pending notice.

@@ -123,7 +123,7 @@ extension PostgresIntegrationTests {
                 #expect(
                     applied.map(\.fileName) == [
                         "outbox/0001_tables", "outbox/0002_deliveries", "changes/0001_notify_user_changed",
-                        "changes/0002_notify_user_changed_on_delete",
+                        "changes/0002_notify_user_changed_on_delete", "changes/0003_watched_users_only",
                     ])
                 let table = try await admin.queryRow(
                     "SELECT to_regclass('migration_library_only.outbox_deliveries')::text")
@@ -193,7 +193,8 @@ extension PostgresIntegrationTests {
                 #expect(
                     applied.map(\.fileName) == [
                         "outbox/0002_deliveries", "changes/0001_notify_user_changed",
-                        "changes/0002_notify_user_changed_on_delete", "0003_gadgets.sql",
+                        "changes/0002_notify_user_changed_on_delete", "changes/0003_watched_users_only",
+                        "0003_gadgets.sql",
                     ])
                 let recorded = try await pool.query(
                     "SELECT namespace, version, name FROM schema_migrations ORDER BY namespace, version"
@@ -204,7 +205,8 @@ extension PostgresIntegrationTests {
                 #expect(
                     recorded == [
                         "/2_widgets", "/3_gadgets", "changes/1_notify_user_changed",
-                        "changes/2_notify_user_changed_on_delete", "outbox/1_tables", "outbox/2_deliveries",
+                        "changes/2_notify_user_changed_on_delete", "changes/3_watched_users_only", "outbox/1_tables",
+                        "outbox/2_deliveries",
                     ])
                 let again = try await PostgresMigrations.migrate(
                     service: schema, pool: pool, directory: folder, libraryMigrations: LibraryMigrations.all,

@@ -44,7 +44,8 @@ public enum AuthServiceDefinition {
             runtime.runInBackground { await maintenance.run() }
             runtime.onShutdown { await hasher.shutdown() }
             return [
-                AuthServiceHandler(core: core), AuthInternalHandler(core: core), ChangeNoticesService(runtime: runtime),
+                AuthServiceHandler(core: core), AuthInternalHandler(core: core),
+                ChangeNoticesService(runtime: runtime, notified: .everyUser),
             ]
         }
     }

@@ -170,13 +170,16 @@ public enum GatewayServiceDefinition {
             },
         ]
         let hub = WatchHub(limits: .init(perUser: configuration.watchersPerUser, total: configuration.maximumWatchers))
+        let leases = WatchLeases(
+            leases: Dictionary(uniqueKeysWithValues: feeds.map { ($0.source, $0.watchUsers) }), hub: hub)
         let logger = runtime.logger
         for feed in feeds {
             runtime.runInBackground { await feed.follow(into: hub, logger: logger) }
+            runtime.runInBackground { await leases.keep(feed.source, logger: logger) }
         }
         runtime.onDrain { hub.drain() }
         return WatchService(
-            feeds: feeds, hub: hub,
+            feeds: feeds, hub: hub, leases: leases,
             settings: .init(
                 heartbeatInterval: configuration.watchHeartbeatInterval,
                 slowClientTimeout: configuration.watchSlowClientTimeout, readTimeout: configuration.defaultTimeout),

@@ -11,12 +11,14 @@ public enum Habitflow_Events_V1_ChangeNotices {
 
     public enum Method {
         public static let watchChangedUsers = MethodDescriptor(service: "habitflow.events.v1.ChangeNotices", method: "WatchChangedUsers")
-        public static let all: [MethodDescriptor] = [watchChangedUsers]
+        public static let watchUsers = MethodDescriptor(service: "habitflow.events.v1.ChangeNotices", method: "WatchUsers")
+        public static let all: [MethodDescriptor] = [watchChangedUsers, watchUsers]
     }
 
     /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
     public static let jsonTranscoders: [String: any MessageJSONTranscoding] = [
         "WatchChangedUsers": JSONTranscoder(Habitflow_Events_V1_WatchChangedUsersRequest.self, Habitflow_Events_V1_ChangedUsers.self),
+        "WatchUsers": JSONTranscoder(Habitflow_Events_V1_WatchUsersRequest.self, Habitflow_Events_V1_WatchUsersResponse.self),
     ]
 
     /// Implement this to serve habitflow.events.v1.ChangeNotices.
@@ -26,6 +28,14 @@ public enum Habitflow_Events_V1_ChangeNotices {
         /// queued: a user changed several times while the subscriber was reading comes once; a subscriber too far behind
         /// gets `all_users` instead of a backlog.
         func watchChangedUsers(request: Habitflow_Events_V1_WatchChangedUsersRequest, responses: ResponseWriter<Habitflow_Events_V1_ChangedUsers>, context: ServerContext) async throws
+
+        /// Asks for notices of these users' changes for the next `lease_seconds` (the answer's), added to what other
+        /// subscribers asked for. There is no release: a lease that is not renewed ends by itself. When a user's lease
+        /// starts (or starts again after it ended), the answer comes only after every write of the user that was in flight
+        /// has committed, so a read made after the answer sees every change that was not notified; renew before the lease
+        /// ends, or read the user's changes again after renewing. Auth's session-end notices need no lease: they name every
+        /// user whose session ended.
+        func watchUsers(request: Habitflow_Events_V1_WatchUsersRequest, context: ServerContext) async throws -> Habitflow_Events_V1_WatchUsersResponse
     }
 
     /// Calls habitflow.events.v1.ChangeNotices through a transport (an `RPCChannel`).
@@ -47,6 +57,20 @@ public enum Habitflow_Events_V1_ChangeNotices {
         public func watchChangedUsers(_ request: Habitflow_Events_V1_WatchChangedUsersRequest, options: CallOptions = CallOptions()) async throws -> ResponseStream<Habitflow_Events_V1_ChangedUsers> {
             try await transport.serverStreaming(Habitflow_Events_V1_ChangeNotices.Method.watchChangedUsers, request, options: options, idempotentByDefault: true)
         }
+
+        /// Asks for notices of these users' changes for the next `lease_seconds` (the answer's), added to what other
+        /// subscribers asked for. There is no release: a lease that is not renewed ends by itself. When a user's lease
+        /// starts (or starts again after it ended), the answer comes only after every write of the user that was in flight
+        /// has committed, so a read made after the answer sees every change that was not notified; renew before the lease
+        /// ends, or read the user's changes again after renewing. Auth's session-end notices need no lease: they name every
+        /// user whose session ended.
+        public func watchUsers(_ request: Habitflow_Events_V1_WatchUsersRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Events_V1_WatchUsersResponse {
+            try await watchUsersWithMetadata(request, options: options).message
+        }
+
+        public func watchUsersWithMetadata(_ request: Habitflow_Events_V1_WatchUsersRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Events_V1_WatchUsersResponse> {
+            try await transport.unary(Habitflow_Events_V1_ChangeNotices.Method.watchUsers, request, options: options, idempotentByDefault: true)
+        }
     }
 }
 
@@ -56,6 +80,7 @@ extension Habitflow_Events_V1_ChangeNotices.Handler {
     public var methods: [ServerMethod] {
         [
             .serverStreaming(Habitflow_Events_V1_ChangeNotices.Method.watchChangedUsers) { try await self.watchChangedUsers(request: $0, responses: $1, context: $2) },
+            .unary(Habitflow_Events_V1_ChangeNotices.Method.watchUsers) { try await self.watchUsers(request: $0, context: $1) },
         ]
     }
 }

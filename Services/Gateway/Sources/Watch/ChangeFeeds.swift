@@ -22,6 +22,8 @@ struct ChangeFeed: Sendable {
     let list: @Sendable (_ cursor: String, _ options: CallOptions) async throws -> Page
     /// The service's `ChangeNotices/WatchChangedUsers` stream.
     let notices: ChangeNoticeSubscription
+    /// Leases users' change notices in the service (`ChangeNotices/WatchUsers`; see ``WatchLeases``).
+    let watchUsers: WatchLeases.Lease
 
     init<Response: ListChangesPage>(
         _ source: ChangeFeedSource, notices: Habitflow_Events_V1_ChangeNotices.Client,
@@ -35,6 +37,12 @@ struct ChangeFeed: Sendable {
                 nextCursor: response.nextCursor, hasMore: response.hasMore_p)
         }
         self.notices = ChangeNoticeSubscription(service: source.name, client: notices)
+        self.watchUsers = { users in
+            let response = try await notices.watchUsers(.with { $0.userIds = users.map(\.uuidString) })
+            // Renewing a third of the way through: a service's lease shorter than a few seconds would keep the
+            // gateway busy renewing, so it is taken as at least three.
+            return .seconds(max(Int(response.leaseSeconds), 3))
+        }
     }
 
     /// Keeps `hub` told of the service's notices for as long as the task runs (one stream per service for the whole

@@ -30,6 +30,9 @@ final class WatchHub: Sendable {
 
     var count: Int { state.withLock { $0.count } }
 
+    /// The users with at least one open stream here.
+    var watchedUsers: Set<UUID> { state.withLock { Set($0.watchers.keys) } }
+
     /// Adds a watcher, or refuses it: too many for the user or this gateway (`RESOURCE_EXHAUSTED`), or the gateway
     /// is shutting down (`UNAVAILABLE`).
     func register(_ watcher: Watcher) throws(RPCError) {

@@ -5,8 +5,8 @@ internal import Logging
 
 /// `GatewayService/WatchChanges`: the caller's changes in habits, goals and social, pushed as they commit.
 ///
-/// A stream registers a ``Watcher`` in the ``WatchHub`` first, then catches up: every feed starts marked, so the
-/// stream reads each service's `ListChanges` from the client's cursor (page after page while `has_more`), sending
+/// A stream registers a ``Watcher`` in the ``WatchHub`` and leases its user's notices (``WatchLeases``) first, then
+/// catches up: every feed starts marked, so the stream reads each service's `ListChanges` from the client's cursor (page after page while `has_more`), sending
 /// each non-empty page as a `changes` event with the cursor after it, then a `caught_up` heartbeat. From then on a
 /// change notice for the user marks the feed again and the same read sends what is new. Registering before the
 /// first read means a change that commits during the catch-up is read again rather than missed; a read from a
@@ -29,6 +29,7 @@ struct WatchService: Sendable {
     /// Feeds by ``ChangeFeedSource`` raw value.
     let feeds: [ChangeFeed]
     let hub: WatchHub
+    let leases: WatchLeases
     let reads = SharedReads()
     let settings: Settings
     let logger: Logger
@@ -38,10 +39,11 @@ struct WatchService: Sendable {
     static let caller = "gateway-watch"
     static let retryDelay: Duration = .seconds(1)
 
-    init(feeds: [ChangeFeed], hub: WatchHub, settings: Settings, logger: Logger) {
+    init(feeds: [ChangeFeed], hub: WatchHub, leases: WatchLeases, settings: Settings, logger: Logger) {
         precondition(feeds.map(\.source) == ChangeFeedSource.allCases, "one feed per source, in order")
         self.feeds = feeds
         self.hub = hub
+        self.leases = leases
         self.settings = settings
         self.logger = logger
     }
@@ -57,6 +59,8 @@ struct WatchService: Sendable {
         let watcher = Watcher(userID: caller.userID)
         try hub.register(watcher)
         defer { hub.unregister(watcher) }
+        // The services notify only leased users; with the lease taken first, the catch-up below misses nothing.
+        await leases.lease(caller.userID)
         let options = CallOptions.onBehalf(of: caller, info: info, timeout: settings.readTimeout)
 
         var caughtUp = false
