@@ -72,6 +72,16 @@ extension PostgresIntegrationTests {
                 {
                     _ = try await roundTrip(pool, Decimal(string: text, locale: Locale(identifier: "en_US_POSIX"))!, as: "numeric")
                 }
+                // numeric(16, 6) as habits stores amounts, and values around the 19 digits that the fast parser takes:
+                // the same Decimal as Foundation's parser gives for the text, digit for digit.
+                for text in ["0.000000", "1.000000", "-123.450000", "1000000000.000000", "0.000001", "9999999999.999999",
+                    "9999999999999999999", "99999999999999999999", "-0.1234567890123456789", "1234567890123456789.5"]
+                {
+                    let row = try #require(try await pool.queryRow("SELECT \(PostgresNumeric(text))::numeric"))
+                    let expected = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX"))!
+                    let decoded = try row.decode(0, as: Decimal.self)
+                    #expect(decoded == expected && decoded.description == expected.description, "\(text)")
+                }
                 // Past Decimal's 38 digits: exact as PostgresNumeric, an error (not silent rounding) as Decimal.
                 let long = "123456789012345678901234567890123456789012345678901234567890.000000000000000000000000000001"
                 _ = try await roundTrip(pool, PostgresNumeric(long), as: "numeric")

@@ -30,6 +30,12 @@ public struct PostgresCell: Sendable {
     public var type: PostgresType
     public var columnName: String
 
+    @usableFromInline init(bytes: ArraySlice<UInt8>, type: PostgresType, columnName: String) {
+        self.bytes = bytes
+        self.type = type
+        self.columnName = columnName
+    }
+
     public var text: String { String(decoding: bytes, as: UTF8.self) }
 
     func failure(_ swiftType: Any.Type, _ reason: String = "") -> PostgresError {
@@ -110,6 +116,10 @@ extension Decimal: PostgresCodable {
     /// - Important: `Decimal` holds 38 significant digits; a value with more throws rather than round. Use
     ///   ``PostgresNumeric`` for exact arbitrary-precision text.
     public init(postgresCell cell: PostgresCell) throws(PostgresError) {
+        if let value = Self(postgresNumericText: cell.bytes) {
+            self = value
+            return
+        }
         let text = cell.text
         if text == "NaN" {
             self = .nan
@@ -124,6 +134,36 @@ extension Decimal: PostgresCodable {
             throw cell.failure(Decimal.self, "more than 38 significant digits or out of Decimal's range")
         }
         self = value
+    }
+}
+
+extension Decimal {
+    /// Postgres's text of a `numeric` with at most 19 significant digits (`-123.450000`), without Foundation's
+    /// locale-aware parser: about a third of its time, for the amounts every entry read decodes. `nil` for anything
+    /// else (NaN, infinities, more digits), which the general path decodes or refuses.
+    init?(postgresNumericText text: ArraySlice<UInt8>) {
+        var digits = text[...]
+        let negative = digits.first == UInt8(ascii: "-")
+        if negative { digits = digits.dropFirst() }
+        guard !digits.isEmpty else { return nil }
+        var significand: UInt64 = 0
+        var significantDigits = 0
+        var scale: Int32 = 0
+        var afterPoint = false
+        for byte in digits {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                guard significantDigits < 19 else { return nil }
+                significand = significand * 10 + UInt64(byte - UInt8(ascii: "0"))
+                if significand > 0 { significantDigits += 1 }
+                if afterPoint { scale += 1 }
+            case UInt8(ascii: ".") where !afterPoint:
+                afterPoint = true
+            default:
+                return nil
+            }
+        }
+        self.init(sign: negative ? .minus : .plus, exponent: -Int(scale), significand: Decimal(significand))
     }
 }
 

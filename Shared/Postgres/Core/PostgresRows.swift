@@ -9,12 +9,12 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
     public let columns: [PostgresColumn]
     /// For INSERT/UPDATE/DELETE (and SELECT): how many rows the statement touched.
     public let affectedRows: Int
-    let storage: Storage
+    @usableFromInline let storage: Storage
 
     /// All cells' bytes back to back, and per cell its range (`nil` for NULL), row-major.
-    final class Storage: Sendable {
-        let bytes: [UInt8]
-        let cells: [Range<Int>?]
+    @usableFromInline final class Storage: Sendable {
+        @usableFromInline let bytes: [UInt8]
+        @usableFromInline let cells: [Range<Int>?]
         init(bytes: [UInt8], cells: [Range<Int>?]) {
             self.bytes = bytes
             self.cells = cells
@@ -39,7 +39,7 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
         return first
     }
 
-    func columnIndex(named name: String) -> Int? {
+    @usableFromInline func columnIndex(named name: String) -> Int? {
         columns.firstIndex { $0.name == name }
     }
 }
@@ -50,9 +50,12 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
 /// let id = try row.decode(0, as: UUID.self)
 /// let note = try row.decode("note", as: String?.self)
 /// ```
+///
+/// `decode` is inlinable: specialized in the caller for each type it decodes, instead of a generic call per column
+/// that looks up the type's metadata and witness table at run time (rows are decoded on every read of every service).
 public struct PostgresRow: Sendable {
-    let rows: PostgresRows
-    let index: Int
+    @usableFromInline let rows: PostgresRows
+    @usableFromInline let index: Int
 
     public var columns: [PostgresColumn] { rows.columns }
 
@@ -60,6 +63,7 @@ public struct PostgresRow: Sendable {
         rows.storage.cells[index * rows.columns.count + column] == nil
     }
 
+    @inlinable
     public func decode<Value: PostgresDecodable>(_ column: Int, as type: Value.Type = Value.self) throws(PostgresError)
         -> Value
     {
@@ -79,6 +83,7 @@ public struct PostgresRow: Sendable {
         return try Value(postgresCell: cell)
     }
 
+    @inlinable
     public func decode<Value: PostgresDecodable>(_ column: String, as type: Value.Type = Value.self) throws(PostgresError)
         -> Value
     {
