@@ -360,9 +360,8 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         let habits = try await store.habits(of: [user.id], liveBetween: first, and: last)[user.id] ?? []
         var completions: [IsoWeek: [UUID: Int]] = [:]
         if !habits.isEmpty {
-            for total in try await store.weekTotals(
-                user: user.id, habits: habits.map(\.id), from: first.monday, through: last.sunday)
-            {
+            // Counts of habits not scored here (deleted before the range) are never looked up.
+            for total in try await store.weekCounts(user: user.id, from: first.monday, through: last.sunday) {
                 completions[total.week, default: [:]][total.habitID] = total.count
             }
         }

@@ -169,21 +169,41 @@ extension HabitsStore {
         ).map(EntryRecord.init(row:))
     }
 
-    /// Live entries of some habits in `first...last`, counted and summed per habit and ISO week.
+    /// Live entries of some habits in `first...last`, counted and summed per habit and ISO week (in no order).
+    ///
+    /// The week's Monday is integer arithmetic on the date (0001-01-01 was a Monday), which costs Postgres a fraction
+    /// of `extract(isodow ...)` for each of the hundreds of rows a score history reads.
     public func weekTotals(
         user userID: UUID, habits habitIDs: [UUID], from first: LocalDate, through last: LocalDate
     ) async throws -> [WeekTotal] {
         try await pool.query(
             """
-            SELECT habit_id, local_date - (extract(isodow FROM local_date)::integer - 1) AS monday, count(*), sum(value) \
+            SELECT habit_id, local_date - (local_date - date '0001-01-01') % 7 AS monday, count(*), sum(value) \
             FROM entries WHERE user_id = \(userID) AND habit_id = ANY(\(habitIDs)) \
             AND local_date BETWEEN \(first) AND \(last) AND deleted_at IS NULL \
-            GROUP BY habit_id, monday ORDER BY habit_id, monday
+            GROUP BY habit_id, monday
             """
         ).map { row in
             WeekTotal(
                 habitID: try row.decode(0), week: IsoWeek(containing: try row.decode(1)),
                 count: Int(try row.decode(2, as: Int64.self)), valueSum: try row.decode(3))
+        }
+    }
+
+    /// Live entries of all the user's habits in `first...last`, counted per habit and ISO week (in no order): what a
+    /// score history needs. Without the sums and a filter on habits (the caller keeps the habits it scores), Postgres
+    /// reads the smaller `entries_by_day` and hashes the groups: about a third less than ``weekTotals``.
+    public func weekCounts(user userID: UUID, from first: LocalDate, through last: LocalDate) async throws
+        -> [(habitID: UUID, week: IsoWeek, count: Int)]
+    {
+        try await pool.query(
+            """
+            SELECT habit_id, local_date - (local_date - date '0001-01-01') % 7 AS monday, count(*) \
+            FROM entries WHERE user_id = \(userID) AND local_date BETWEEN \(first) AND \(last) AND deleted_at IS NULL \
+            GROUP BY habit_id, monday
+            """
+        ).map { row in
+            (try row.decode(0), IsoWeek(containing: try row.decode(1)), Int(try row.decode(2, as: Int64.self)))
         }
     }
 
