@@ -127,20 +127,22 @@ public final class ChangeNoticesService: Habitflow_Events_V1_ChangeNotices.Handl
         }
         let users = Set(request.userIds.enumerated().map { validator.id($1, field: "user_ids[\($0)]") })
         try validator.check()
-        let response = Habitflow_Events_V1_WatchUsersResponse.with { $0.leaseSeconds = Int32(watchLease.components.seconds) }
+        let leaseSeconds = watchLease.components.seconds
+        let response = Habitflow_Events_V1_WatchUsersResponse.with { $0.leaseSeconds = Int32(leaseSeconds) }
         guard case .watchedUsers = notified, !users.isEmpty else { return response }
         // One statement: extend or start the leases, sweep the ended ones of other users, and name the users whose
         // lease starts now (it had ended, or there was none).
         let started = try await pool.query(
             """
             WITH requested AS (SELECT unnest(\(Array(users))::uuid[]) AS user_id), \
-            previous AS (SELECT user_id, expires_at FROM change_watches WHERE user_id IN (SELECT user_id FROM requested)), \
+            previous AS (SELECT user_id, expires_at FROM change_watches \
+                WHERE user_id IN (SELECT user_id FROM requested)), \
             swept AS (DELETE FROM change_watches WHERE expires_at < now() \
                 AND user_id NOT IN (SELECT user_id FROM requested)), \
             leased AS (INSERT INTO change_watches (user_id, expires_at) \
-                SELECT user_id, now() + \(watchLease.components.seconds) * interval '1 second' FROM requested \
-                ON CONFLICT (user_id) DO UPDATE SET expires_at = GREATEST(change_watches.expires_at, EXCLUDED.expires_at) \
-                RETURNING user_id) \
+                SELECT user_id, now() + \(leaseSeconds) * interval '1 second' FROM requested \
+                ON CONFLICT (user_id) DO UPDATE \
+                SET expires_at = GREATEST(change_watches.expires_at, EXCLUDED.expires_at) RETURNING user_id) \
             SELECT leased.user_id FROM leased LEFT JOIN previous USING (user_id) \
             WHERE previous.expires_at IS NULL OR previous.expires_at <= now()
             """)

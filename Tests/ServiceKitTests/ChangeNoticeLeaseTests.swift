@@ -54,7 +54,9 @@ struct ChangeNoticeLeaseTests {
 
     @Test func aWriteNotifiesOnlyLeasedUsersAndOnlyWhileTheLeaseLasts() async throws {
         let (host, pool, client) = try await Self.start()
-        let (unwatched, watched, later) = (try await Self.newUser(pool), try await Self.newUser(pool), try await Self.newUser(pool))
+        let unwatched = try await Self.newUser(pool)
+        let watched = try await Self.newUser(pool)
+        let later = try await Self.newUser(pool)
         let stream = try await client.watchChangedUsers(Habitflow_Events_V1_WatchChangedUsersRequest())
         var notices = stream.makeAsyncIterator()
         #expect(try await notices.next()?.allUsers == true)

@@ -6,9 +6,9 @@ internal import Logging
 /// `GatewayService/WatchChanges`: the caller's changes in habits, goals and social, pushed as they commit.
 ///
 /// A stream registers a ``Watcher`` in the ``WatchHub`` and leases its user's notices (``WatchLeases``) first, then
-/// catches up: every feed starts marked, so the stream reads each service's `ListChanges` from the client's cursor (page after page while `has_more`), sending
-/// each non-empty page as a `changes` event with the cursor after it, then a `caught_up` heartbeat. From then on a
-/// change notice for the user marks the feed again and the same read sends what is new. Registering before the
+/// catches up: every feed starts marked, so the stream reads each service's `ListChanges` from the client's cursor
+/// (page after page while `has_more`), sending each non-empty page as a `changes` event with the cursor after it,
+/// then a `caught_up` heartbeat. From then on a change notice for the user marks the feed again and the same read sends what is new. Registering before the
 /// first read means a change that commits during the catch-up is read again rather than missed; a read from a
 /// cursor returns only what came after it, so nothing is sent twice. A feed whose service cannot be read is tried
 /// again every ``retryDelay`` (the stream stays open; heartbeats go on). The watchers of one user at the same cursor
