@@ -76,9 +76,9 @@ final class WatchLeases: Sendable {
                 let users = renewingAll ? lapsed.union(hub.watchedUsers) : lapsed
                 let sent = ContinuousClock.now
                 do {
-                    var length = Duration.zero
+                    // With nobody to lease, the last known length stands for the next renewal.
+                    var length = services.withLock { $0[source, default: Service()].leaseLength }
                     for chunk in Array(users).chunks(of: Self.usersPerCall) { length = try await lease(Array(chunk)) }
-                    if users.isEmpty { length = services.withLock { $0[source, default: Service()].leaseLength } }
                     let mayHaveLapsed = leased(source, sent: sent, length: length, renewedAll: renewingAll)
                     if mayHaveLapsed {
                         hub.changedAll(in: source)

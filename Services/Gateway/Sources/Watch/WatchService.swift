@@ -8,11 +8,12 @@ internal import Logging
 /// A stream registers a ``Watcher`` in the ``WatchHub`` and leases its user's notices (``WatchLeases``) first, then
 /// catches up: every feed starts marked, so the stream reads each service's `ListChanges` from the client's cursor
 /// (page after page while `has_more`), sending each non-empty page as a `changes` event with the cursor after it,
-/// then a `caught_up` heartbeat. From then on a change notice for the user marks the feed again and the same read sends what is new. Registering before the
-/// first read means a change that commits during the catch-up is read again rather than missed; a read from a
-/// cursor returns only what came after it, so nothing is sent twice. A feed whose service cannot be read is tried
-/// again every ``retryDelay`` (the stream stays open; heartbeats go on). The watchers of one user at the same cursor
-/// share their reads (``SharedReads``): a check-in seen by ten devices costs one `ListChanges`, not ten.
+/// then a `caught_up` heartbeat. From then on a change notice for the user marks the feed again and the same read
+/// sends what is new. Registering before the first read means a change that commits during the catch-up is read
+/// again rather than missed; a read from a cursor returns only what came after it, so nothing is sent twice. A feed
+/// whose service cannot be read is tried again every ``retryDelay`` (the stream stays open; heartbeats go on). The
+/// watchers of one user at the same cursor share their reads (``SharedReads``): a check-in seen by ten devices costs
+/// one `ListChanges`, not ten.
 ///
 /// A write that stays blocked (the client stopped reading: HTTP/2 flow control) for ``Settings/slowClientTimeout``
 /// ends the stream `RESOURCE_EXHAUSTED`: nothing is buffered for a slow client, which resumes from its last cursor.
