@@ -134,7 +134,11 @@ trap 'exit 130' INT TERM
 pg_port=$(pg_free_port)
 log "starting Postgres on 127.0.0.1:$pg_port"
 pg_init "$workdir/postgres" "${HABITFLOW_POSTGRES_PASSWORD:-habitflow-local}"
-! $statements || export PG_EXTRA_OPTIONS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+# What can stall a measured second, logged with its time: checkpoints, autovacuum and statements over 100 ms.
+PG_EXTRA_OPTIONS="-c log_timezone=UTC -c log_checkpoints=on -c log_autovacuum_min_duration=0"
+PG_EXTRA_OPTIONS+=" -c log_min_duration_statement=100"
+! $statements || PG_EXTRA_OPTIONS+=" -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+export PG_EXTRA_OPTIONS
 pg_start "$workdir/postgres" "$pg_port" "$workdir/postgres.log" || { cat "$workdir/postgres.log" >&2; exit 1; }
 pg_create_database "$workdir/postgres" "$pg_port" habitflow
 ! $statements || pg_psql "$workdir/postgres" "$pg_port" --dbname=habitflow -c "CREATE EXTENSION pg_stat_statements"
@@ -214,8 +218,9 @@ measure_window() { # name, the driver's pid
         [[ -e $done ]] && return
         sleep 0.02
     done
-    local started_at start_ticks=() perf_pids=()
+    local started_at start_ticks=() perf_pids=() machine_start
     started_at=$(date +%s.%N)
+    machine_start=$(machine_ticks)
     for process in "${processes[@]}"; do start_ticks+=("$(cpu_ticks "$(pid_of "$process")")"); done
     start_ticks+=("$(cpu_ticks "$driver")")
     ! $statements || statement_counts reset "$name"
@@ -250,7 +255,13 @@ measure_window() { # name, the driver's pid
     for pid in "${perf_pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
     for pid in "${perf_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     awk -v end="$ended_at" -v start="$started_at" 'BEGIN { print end - start }' >"$workdir/$name.elapsed"
+    echo "$started_at $ended_at" >"$workdir/$name.span"
+    echo "$machine_start $(machine_ticks)" >"$workdir/$name.machine"
 }
+
+# The machine's iowait and steal ticks (all CPUs, from /proc/stat): time the CPUs waited on the disk, and time the
+# hypervisor gave them to someone else, which stalls every process of the stack at once.
+machine_ticks() { awk '/^cpu / { print $6, $9; exit }' /proc/stat; }
 
 # With --statements: "reset" clears Postgres's statement and transaction counts as a window starts; "read" writes
 # them as it ends, to "$workdir/<step>.statements" (calls, ms, rows, query) and "$workdir/<step>.transactions".
@@ -273,8 +284,11 @@ run_step() { # name, then habitflow-load run arguments
     local process
     for process in "${processes[@]}"; do reset_peak_rss "$(pid_of "$process")"; done
     rm -f "$workdir/$name.window" "$workdir/$name.done" "$workdir/$name.usage"
-    "${driver_launcher[@]}" "$bin/habitflow-load" run --accounts "$workdir/accounts.jsonl" --json "$workdir/$name.json" --quiet \
-        --window-file "$workdir/$name.window" "$@" >"$workdir/$name.txt" 2>"$workdir/$name.log" &
+    # The driver's progress line (each second's p50, p99 and slowest request) with the wall-clock time it arrived, to
+    # set the slow seconds beside Postgres's log.
+    "${driver_launcher[@]}" "$bin/habitflow-load" run --accounts "$workdir/accounts.jsonl" \
+        --json "$workdir/$name.json" --window-file "$workdir/$name.window" "$@" >"$workdir/$name.txt" \
+        2> >(while IFS= read -r line; do TZ=UTC printf '%(%H:%M:%S)T %s\n' -1 "$line"; done >"$workdir/$name.log") &
     local driver=$! status=0
     measure_window "$name" "$driver" &
     local sampler=$!
@@ -306,7 +320,7 @@ run_step() { # name, then habitflow-load run arguments
     : >"$peaks"
     for process in "${processes[@]}"; do echo "$process $(peak_rss_mib "$(pid_of "$process")")" >>"$peaks"; done
     /usr/bin/python3 - "$workdir/$name.json" "$name" "$workdir/$name.usage" "$(cat "$workdir/$name.elapsed")" \
-        "$workdir/$name" "$peaks" <<'EOF'
+        "$workdir/$name" "$peaks" "$workdir/postgres.log" <<'EOF'
 import json, os, sys
 report = json.load(open(sys.argv[1]))
 elapsed = float(sys.argv[4])
@@ -355,6 +369,36 @@ if os.path.exists(statements_file):
           f" transactions per request, {1000 * milliseconds / requests:.0f}µs executing per request; the most:")
     for count, ms, _, query in rows[:12]:
         print(f"  {'':<20} {int(count) / requests:5.2f}/req {1000 * float(ms) / int(count):6.0f}µs  {query[:110]}")
+machine = [int(value) for value in open(f"{sys.argv[5]}.machine").read().split()]
+hz = os.sysconf("SC_CLK_TCK")
+print(f"  {'':<18} machine over the window: iowait {1000 * (machine[2] - machine[0]) / hz:.0f} ms,"
+      f" steal {1000 * (machine[3] - machine[1]) / hz:.0f} ms (all CPUs)")
+# The three measured seconds with the slowest requests, and what Postgres logged during the window (checkpoints,
+# autovacuum, statements over 100 ms): a stall that coincides with one of them shows here.
+import datetime, re
+progress = re.compile(r"^(\d\d:\d\d:\d\d) \[ *\d+s\] +([\d.]+) req/s  errors (\d+)  p50 (\S+)  p99 (\S+)  max (\S+)$")
+def milliseconds(text):
+    for unit, factor in (("ms", 1), ("µs", 0.001), ("s", 1000)):
+        if text.endswith(unit):
+            return float(text[:-len(unit)]) * factor
+seconds = [match.groups() for match in map(progress.match, open(f"{sys.argv[5]}.log").read().splitlines()) if match]
+if seconds:
+    slowest = sorted(seconds, key=lambda second: -milliseconds(second[5]))[:3]
+    print(f"  {'':<18} slowest seconds: " + "; ".join(f"{at} p50 {p50} p99 {p99} max {worst}"
+                                                      for at, _, _, p50, p99, worst in slowest))
+start, end = (float(value) for value in open(f"{sys.argv[5]}.span").read().split())
+events = []
+for line in open(sys.argv[7], errors="replace"):
+    try:
+        at = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        continue
+    if start <= at.timestamp() <= end and re.search(r"checkpoint|automatic (vacuum|analyze)|duration:", line):
+        events.append(line[11:23] + " " + line.split(": ", 1)[-1].strip()[:120])
+if events:
+    print(f"  {'':<18} Postgres logged {len(events)} checkpoint, autovacuum or slow-statement lines; the first:")
+    for event in events[:6]:
+        print(f"  {'':<20} {event}")
 EOF
     results+=("$workdir/$name.json")
 }

@@ -148,8 +148,9 @@ import FoundationXML
         #expect(text.contains("FAIL  read p50 ≤ 100ms  (measured 500ms)"))
         #expect(SummaryText.progressLine(
             IntervalReport(elapsed: .seconds(3), interval: .seconds(1), succeeded: 990, failed: 10,
-                           p50: .microseconds(1200), p99: .microseconds(4100), warmingUp: true))
-            == "[   3s]    1000.0 req/s  errors 10  p50 1.20ms  p99 4.10ms  (warm-up)")
+                           p50: .microseconds(1200), p99: .microseconds(4100), max: .microseconds(230_000),
+                           warmingUp: true))
+            == "[   3s]    1000.0 req/s  errors 10  p50 1.20ms  p99 4.10ms  max 230ms  (warm-up)")
     }
 
     @Test func jsonResultIsWellFormedAndComplete() throws {

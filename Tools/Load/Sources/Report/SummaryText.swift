@@ -94,7 +94,7 @@ public enum SummaryText {
         var line = "[\(padded(String(seconds), 4))s] \(padded(String(format: "%.1f", report.ratePerSecond), 9)) req/s"
         line += "  errors \(report.failed)"
         if report.succeeded > 0 {
-            line += "  p50 \(formatLatency(report.p50))  p99 \(formatLatency(report.p99))"
+            line += "  p50 \(formatLatency(report.p50))  p99 \(formatLatency(report.p99))  max \(formatLatency(report.max))"
         }
         if report.warmingUp { line += "  (warm-up)" }
         return line

@@ -61,11 +61,13 @@ public struct IntervalReport: Sendable, Hashable {
     public var failed: Int
     public var p50: Duration
     public var p99: Duration
+    /// The slowest request of the interval: a stall shows here before it moves the p99.
+    public var max: Duration
     public var warmingUp: Bool
 
     public init(
         elapsed: Duration, interval: Duration, succeeded: Int, failed: Int, p50: Duration, p99: Duration,
-        warmingUp: Bool
+        max: Duration, warmingUp: Bool
     ) {
         self.elapsed = elapsed
         self.interval = interval
@@ -73,6 +75,7 @@ public struct IntervalReport: Sendable, Hashable {
         self.failed = failed
         self.p50 = p50
         self.p99 = p99
+        self.max = max
         self.warmingUp = warmingUp
     }
 
@@ -133,7 +136,8 @@ final class LoadRecorder: Sendable {
             let report = IntervalReport(
                 elapsed: now - loadStart, interval: now - state.intervalStart, succeeded: tally.succeeded,
                 failed: tally.failed, p50: .microseconds(tally.latency.valueAtPercentile(50)),
-                p99: .microseconds(tally.latency.valueAtPercentile(99)), warmingUp: warmingUp)
+                p99: .microseconds(tally.latency.valueAtPercentile(99)), max: .microseconds(tally.latency.max),
+                warmingUp: warmingUp)
             state.interval.latency.reset()
             state.interval.failures.removeAll(keepingCapacity: true)
             state.intervalStart = now
