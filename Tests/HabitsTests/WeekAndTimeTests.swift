@@ -35,6 +35,25 @@ struct WeekAndTimeTests {
         #expect(TestUser.progress(of: habit, in: try await user.week(2026, 3)) == "1/2")
     }
 
+    @Test("the score history's current week is the user's: a week ahead of UTC's, with a habit created in it")
+    func scoreHistoryAheadOfUTC() async throws {
+        let user = try await TestUser()
+        try await user.setTimeZone("Pacific/Kiritimati")  // UTC+14
+        try user.setNow("2026-01-18T12:00:00Z")  // Sunday noon in UTC (2026-W03), Monday 02:00 there (2026-W04)
+        // Created in Kiritimati's week 4: live from Monday the 19th, after UTC's week ends.
+        let habit = try await user.createHabit("Swim", target: 1)
+        try await user.markDone(habit)
+        let weeks = try await user.api.getScoreHistory(.init(), options: user.options).weeks
+        #expect(weeks.count == 12)
+        #expect(weeks.last?.weekName == "2026-W04")
+        #expect(weeks.last?.score.display == "100% (1/1 habits)")
+        #expect(weeks.dropLast().allSatisfy { $0.score.display == "0% (0/0 habits)" })
+        // The week after is still the future there.
+        await expectError(.invalidArgument, field: "end_week") {
+            _ = try await user.api.getScoreHistory(.with { $0.endWeek = isoWeek(2026, 5) }, options: user.options)
+        }
+    }
+
     @Test("a DST week has its seven days and today follows the zone's offset (spring forward and fall back)")
     func daylightSavingWeeks() async throws {
         let user = try await TestUser()

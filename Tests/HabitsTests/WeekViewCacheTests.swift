@@ -164,6 +164,52 @@ struct WeekViewCacheTests {
         await replica.shutdown()
     }
 
+    @Test("every write to a habit on one replica shows in the next habit list on another; a check-in keeps it cached")
+    func habitListAcrossReplicas() async throws {
+        let user = try await TestUser()
+        let habit = try await user.createHabit("Run", target: 3)
+        let habitID = try #require(UUID(uuidString: habit.id))
+        try await Self.withReplica(user) { replica in
+            func list(pageSize: Int32 = 0, deleted: Bool = false) async throws -> [String] {
+                try await replica.listHabits(
+                    .with {
+                        $0.pageSize = pageSize
+                        $0.showDeleted = deleted
+                    }, options: user.options
+                ).habits.map { "\($0.name) \($0.weeklyTarget)\($0.deleted ? " deleted" : "")" }
+            }
+            #expect(try await list() == ["Run 3"])
+
+            // A change behind the service's back (no change-sequence value): the cached list stands through a
+            // check-in, which moves the user's version but not the habits'.
+            try await user.fixture.pool.execute("UPDATE habits SET name = 'Sprint' WHERE id = \(habitID)")
+            try await user.markDone(habit)
+            #expect(try await list() == ["Run 3"])
+            // Another request (a page size, deleted ones) is read, not served from the other request's answer.
+            #expect(try await list(pageSize: 1) == ["Sprint 3"])
+
+            let second = try await user.createHabit("Read")
+            #expect(try await list() == ["Sprint 3", "Read 7"])
+            _ = try await user.updateTarget(habit, to: 5)
+            #expect(try await list() == ["Sprint 5", "Read 7"])
+            _ = try await user.api.updateHabit(
+                .with {
+                    $0.habit.id = second.id
+                    $0.habit.name = "Read more"
+                    $0.updateMask.paths = ["name"]
+                }, options: user.options)
+            #expect(try await list() == ["Sprint 5", "Read more 7"])
+            _ = try await user.delete(second)
+            #expect(try await list() == ["Sprint 5"])
+            #expect(try await list(deleted: true) == ["Sprint 5", "Read more 7 deleted"])
+
+            var deleted = Habitflow_Events_V1_UserDeleted()
+            deleted.userID = user.id.uuidString.lowercased()
+            try await user.fixture.deliver(deleted, aggregateID: deleted.userID)
+            await expectError(.failedPrecondition) { _ = try await list() }
+        }
+    }
+
     @Test("the cache keeps at most its capacity of users and reads evicted ones again")
     func bounded() async throws {
         let first = try await TestUser()

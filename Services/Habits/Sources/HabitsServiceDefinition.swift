@@ -25,7 +25,9 @@ public enum HabitsServiceDefinition {
             let store = HabitsStore(pool: runtime.pool)
             let events = UserEvents(store: store, clock: clock, logger: runtime.logger)
             return [
-                HabitsServiceHandler(store: store, clock: clock, weekViews: weekViews, zoneHints: UserZoneHints()),
+                HabitsServiceHandler(
+                    store: store, clock: clock, weekViews: weekViews, habitLists: HabitListCache(),
+                    zoneHints: UserZoneHints()),
                 HabitsInternalHandler(
                     store: store, clock: clock, weeklyScores: WeeklyScoreCache(), weekViews: weekViews),
                 EventSubscriberService(pool: runtime.pool, consumer: UserEvents.consumer, apply: events.apply),

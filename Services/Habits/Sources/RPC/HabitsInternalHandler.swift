@@ -157,13 +157,13 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
                 weeks[userID] = week
                 continue
             }
-            if let cached = weeklyScores.score(of: userID, week: week, version: version) {
+            if let cached = weeklyScores.answer(of: userID, for: WeeklyScoreKey(version: version, week: week)) {
                 answers[userID] = cached
             } else if let view = weekViews.data(of: userID, week: week, version: version) {
                 let score = Self.weeklyScore(
                     of: userID, in: week, tallies: view.tallies(in: week), categories: view.categories)
                 answers[userID] = score
-                weeklyScores.store(score, of: userID, week: week, version: version)
+                weeklyScores.store(score, of: userID, for: WeeklyScoreKey(version: version, week: week))
             } else {
                 weeks[userID] = week
             }
@@ -184,7 +184,9 @@ struct HabitsInternalHandler: Habitflow_Habits_V1_HabitsInternal.Handler {
                         of: habits[userID] ?? [], in: week, completions: completions[userID] ?? [:]),
                     categories: categories[userID] ?? [])
                 answers[userID] = score
-                if let version = versions[userID] { weeklyScores.store(score, of: userID, week: week, version: version) }
+                if let version = versions[userID] {
+                    weeklyScores.store(score, of: userID, for: WeeklyScoreKey(version: version, week: week))
+                }
             }
         }
         return .with { $0.scores = userIDs.compactMap { answers[$0] } }

@@ -13,6 +13,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
     let store: HabitsStore
     let clock: UserClock
     let weekViews: WeekViewCache
+    let habitLists: HabitListCache
     let zoneHints: UserZoneHints
 
     static let habitPageSizes = PageSizeRule(defaultSize: 50, maximum: 200)
@@ -136,22 +137,33 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         }
         try validator.check()
         let userID = try CallerIdentity.requireUser()
-        // As in listCategories: one statement for a user the service knows.
-        let habits: [HabitRecord]
-        if let known = try await store.habitsOfKnownUser(
-            userID, includeDeleted: request.showDeleted, createdAfter: createdAfter, limit: pageSize + 1)
-        {
-            habits = known
-        } else {
-            habits = try await store.habits(
+        // For a user the service knows, one primary-key lookup with one index step: the cached answer serves until a
+        // habit changes. A new or deleted account is prepared (or refused) first.
+        guard let version = try await store.habitListVersion(userID) else {
+            let habits = try await store.habits(
                 user: try await caller().id, includeDeleted: request.showDeleted, createdAfter: createdAfter,
                 limit: pageSize + 1)
+            return Self.page(of: habits, size: pageSize, list: kind)
         }
-        return .with {
-            let page = habits.prefix(pageSize)
+        let key = HabitListKey(
+            version: version, includeDeleted: request.showDeleted, createdAfter: createdAfter, pageSize: pageSize)
+        if let cached = habitLists.answer(of: userID, for: key) { return cached }
+        let habits = try await store.habits(
+            user: userID, includeDeleted: request.showDeleted, createdAfter: createdAfter, limit: pageSize + 1)
+        let answer = try Self.page(of: habits, size: pageSize, list: kind).wireForm()
+        habitLists.store(answer, of: userID, for: key)
+        return answer
+    }
+
+    /// A page of `habits` (read with one more than `size`, to tell whether another page follows).
+    private static func page(
+        of habits: [HabitRecord], size: Int, list: String
+    ) -> Habitflow_Habits_V1_ListHabitsResponse {
+        .with {
+            let page = habits.prefix(size)
             $0.habits = page.map(\.proto)
-            if habits.count > pageSize, let last = page.last {
-                $0.nextPageToken = PageToken.encode(list: kind, [String(last.createdSequence)])
+            if habits.count > size, let last = page.last {
+                $0.nextPageToken = PageToken.encode(list: list, [String(last.createdSequence)])
             }
         }
     }
@@ -345,23 +357,45 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         let requestedEnd = request.hasEndWeek ? validator.week(request.endWeek, field: "end_week") : nil
         let requestedStart = request.hasStartWeek ? validator.week(request.startWeek, field: "start_week") : nil
         try validator.check()
-        let user = try await caller()
-        let current = IsoWeek(containing: clock.today(in: user.zone))
-        let last = requestedEnd ?? current
-        let first = requestedStart ?? last.adding(weeks: 1 - Self.defaultHistoryWeeks)
-        try requireNotAfter(last, current, field: "end_week")
-        guard first <= last else {
-            throw RPCError.invalidArgument(field: "start_week", "must not be after end_week (\(last)), got \(first)")
+        let userID = try CallerIdentity.requireUser()
+        let now = clock.now
+        func range(current: IsoWeek) throws -> (first: IsoWeek, last: IsoWeek) {
+            let last = requestedEnd ?? current
+            let first = requestedStart ?? last.adding(weeks: 1 - Self.defaultHistoryWeeks)
+            try requireNotAfter(last, current, field: "end_week")
+            guard first <= last else {
+                throw RPCError.invalidArgument(
+                    field: "start_week", "must not be after end_week (\(last)), got \(first)")
+            }
+            guard first.weeks(until: last) < Self.maximumHistoryWeeks else {
+                throw RPCError.invalidArgument(
+                    field: "start_week", "the range must span at most \(Self.maximumHistoryWeeks) weeks")
+            }
+            return (first, last)
         }
-        guard first.weeks(until: last) < Self.maximumHistoryWeeks else {
-            throw RPCError.invalidArgument(field: "start_week", "the range must span at most \(Self.maximumHistoryWeeks) weeks")
+        // The user's zone decides the current week, but the habits come with the zone in one statement: they are read
+        // for the weeks around the range in any zone (the current week is UTC's or the one before or after it), a
+        // superset the tallies filter week by week (`HabitRecord.isLive(in:)`).
+        let lastAround = requestedEnd ?? IsoWeek(containing: UserTimeZone.utc.localDate(at: now))
+        let widest = (
+            first: (requestedStart ?? lastAround.adding(weeks: 1 - Self.defaultHistoryWeeks)).adding(weeks: -1),
+            last: lastAround.adding(weeks: 1))
+        var stored = try await store.zoneAndHabits(of: userID, liveBetween: widest.first, and: widest.last)
+        if stored == nil {
+            // A user the service has not seen is created (a deleted account refused); then they are known.
+            _ = try await caller()
+            stored = try await store.zoneAndHabits(of: userID, liveBetween: widest.first, and: widest.last)
         }
+        guard let stored else { throw HabitsError.accountDeleted(userID) }
+        let zone = UserTimeZone.stored(stored.zoneName)
+        zoneHints.remember(zone.name, for: userID)
+        let (first, last) = try range(current: IsoWeek(containing: zone.localDate(at: now)))
+        let habits = stored.habits
 
-        let habits = try await store.habits(of: [user.id], liveBetween: first, and: last)[user.id] ?? []
         var completions: [IsoWeek: [UUID: Int]] = [:]
         if !habits.isEmpty {
             // Counts of habits not scored here (deleted before the range) are never looked up.
-            for total in try await store.weekCounts(user: user.id, from: first.monday, through: last.sunday) {
+            for total in try await store.weekCounts(user: userID, from: first.monday, through: last.sunday) {
                 completions[total.week, default: [:]][total.habitID] = total.count
             }
         }

@@ -72,39 +72,50 @@ public final class WeekViewCache: Sendable {
     }
 }
 
-/// Users' weekly scores as `GetWeeklyScores` answers them, served again while the user's version is the one they were
-/// read at: a leaderboard asks for the same 101 users over and over, and only those who wrote since cost a read.
-///
-/// A score of a named week depends on the user's data only (not on their today), which the version covers: every
-/// write takes the user's next change-sequence value. One week per user, for at most `capacity` users (a few hundred
-/// bytes each).
-final class WeeklyScoreCache: Sendable {
-    static let defaultCapacity = 65_536
-
+/// One answer per user, kept with the key it was read under (the user's version and what was asked), and served
+/// again while a request comes with the same key: the version is read before the data, so a kept answer is never
+/// older than its version. At most `capacity` users, the oldest stored making room.
+final class UserAnswerCache<Key: Hashable & Sendable, Answer: Sendable>: Sendable {
     private struct Entry: Sendable {
-        var version: UserVersion
-        var week: IsoWeek
-        var score: Habitflow_Habits_V1_UserWeeklyScore
+        var key: Key
+        var answer: Answer
     }
 
     private let entries: Locked<BoundedMap<UUID, Entry>>
 
-    init(capacity: Int = defaultCapacity) {
+    init(capacity: Int) {
         entries = Locked(BoundedMap(capacity: capacity))
     }
 
-    /// The user's score of `week` if it was stored under `version`.
-    func score(of userID: UUID, week: IsoWeek, version: UserVersion) -> Habitflow_Habits_V1_UserWeeklyScore? {
+    /// The user's answer if it was stored under `key`.
+    func answer(of userID: UUID, for key: Key) -> Answer? {
         entries.withLock { entries in
-            guard let entry = entries[userID], entry.version == version, entry.week == week else { return nil }
-            return entry.score
+            guard let entry = entries[userID], entry.key == key else { return nil }
+            return entry.answer
         }
     }
 
-    /// - Important: `version` must have been read before the data `score` was made from.
-    func store(_ score: Habitflow_Habits_V1_UserWeeklyScore, of userID: UUID, week: IsoWeek, version: UserVersion) {
-        entries.withLock { $0.store(Entry(version: version, week: week, score: score), for: userID) }
+    /// - Important: the version in `key` must have been read before the data `answer` was made from.
+    func store(_ answer: Answer, of userID: UUID, for key: Key) {
+        entries.withLock { $0.store(Entry(key: key, answer: answer), for: userID) }
     }
+}
+
+/// Users' weekly scores as `GetWeeklyScores` answers them, served again while the user's version is the one they were
+/// read at: a leaderboard asks for the same 101 users over and over, and only those who wrote since cost a read.
+///
+/// A score of a named week depends on the user's data only (not on their today), which the version covers: every
+/// write takes the user's next change-sequence value. One week per user, for at most 65,536 users (a few hundred
+/// bytes each).
+typealias WeeklyScoreCache = UserAnswerCache<WeeklyScoreKey, Habitflow_Habits_V1_UserWeeklyScore>
+
+struct WeeklyScoreKey: Hashable, Sendable {
+    var version: UserVersion
+    var week: IsoWeek
+}
+
+extension UserAnswerCache where Key == WeeklyScoreKey {
+    convenience init() { self.init(capacity: 65_536) }
 }
 
 /// The zone each recent caller had stored when the service last read it, so that a check-in can compute the user's
@@ -126,4 +137,21 @@ final class UserZoneHints: Sendable {
             if names[userID] != zoneName { names.store(zoneName, for: userID) }
         }
     }
+}
+
+/// Users' habit lists as `ListHabits` answered them (in their wire form), served again while the user's habit-list
+/// version (``HabitsStore/habitListVersion(_:)``) is the one they were read at: a check-in, the usual write, leaves
+/// the list and its version as they were, so the list is read again only after a habit changed. One answer (one
+/// request: page, page size, deleted or not) per user, for at most 4,096 users (a few KB each with 15 habits).
+typealias HabitListCache = UserAnswerCache<HabitListKey, Habitflow_Habits_V1_ListHabitsResponse>
+
+struct HabitListKey: Hashable, Sendable {
+    var version: Int64
+    var includeDeleted: Bool
+    var createdAfter: Int64
+    var pageSize: Int
+}
+
+extension UserAnswerCache where Key == HabitListKey {
+    convenience init() { self.init(capacity: 4_096) }
 }

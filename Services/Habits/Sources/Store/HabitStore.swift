@@ -57,17 +57,18 @@ extension HabitsStore {
         ).map(HabitRecord.init(row:))
     }
 
-    /// ``habits(user:includeDeleted:createdAfter:limit:)`` in one statement with the check that the service knows the
-    /// user; `nil` when it does not (a new or a deleted account: ``prepareUser(_:now:)`` decides first).
-    public func habitsOfKnownUser(
-        _ userID: UUID, includeDeleted: Bool, createdAfter: Int64, limit: Int
-    ) async throws -> [HabitRecord]? {
-        try await knownUserRows(
+    /// The newest change-sequence value among the user's habits, deleted ones included (0 before their first habit);
+    /// `nil` for a user the service does not know (a new or a deleted account). Every write to a habit or its weekly
+    /// targets sets the habit's `change_seq` to the user's next value, and a user's writes take their values one
+    /// after another under the user's lock, so this moves with every change to the user's habit list and only then:
+    /// a check-in leaves it. One backward step on the `habits_changes` index.
+    public func habitListVersion(_ userID: UUID) async throws -> Int64? {
+        try await pool.queryRow(
             """
-            SELECT h.* FROM users u LEFT JOIN LATERAL (SELECT * FROM habit_details WHERE user_id = u.user_id \
-            AND (\(includeDeleted) OR deleted_at IS NULL) AND created_seq > \(createdAfter) \
-            ORDER BY created_seq LIMIT \(limit)) h ON true WHERE u.user_id = \(userID) ORDER BY h.created_seq
-            """, HabitRecord.init(row:))
+            SELECT coalesce((SELECT max(change_seq) FROM habits WHERE user_id = u.user_id), 0) FROM users u \
+            WHERE u.user_id = \(userID)
+            """
+        )?.decode(0, as: Int64.self)
     }
 
     /// Creates a habit counting from `today`'s week with `weeklyTarget`. With a client id that exists already,
