@@ -384,6 +384,7 @@ PLANS = {
     GOALS + "DeleteReview": Plan(NF),
     GOALS + "ListReviews": Plan(OK, OWN),
     GOALS + "GetCategoryRatings": Plan(OK, OWN),
+    GOALS + "GetGoalsOverview": Plan(OK, OWN),
     GOALS + "GetGoalHistory": Plan(NF),
     GOALS + "CreateTask": Plan(NF, creates="task_id", mixed={"task_id": OK},
                                extra=_set(title=lambda env: unique("B task"), week=_week(goals_resources_pb2))),

@@ -273,6 +273,50 @@ extension TestUser {
         await expectError(.failedPrecondition) { _ = try await user.categoryRatings() }
     }
 
+    @Test func theOverviewIsListGoalsFirstPageWithTheLatestRatings() async throws {
+        let user = try await TestUser()
+        func overview(_ statuses: [Habitflow_Goals_V1_GoalStatus] = [], pageSize: Int32 = 0) async throws
+            -> Habitflow_Goals_V1_GoalsOverview
+        {
+            try await user.goals.getGoalsOverview(
+                .with {
+                    $0.statuses = statuses
+                    $0.pageSize = pageSize
+                }, options: user.options)
+        }
+        // A user goals has not seen: no goals, no ratings, and known afterwards.
+        #expect(try await overview() == Habitflow_Goals_V1_GoalsOverview())
+
+        let ids = try await user.categoryIDs()
+        let health = try #require(ids["Health"])
+        _ = try await user.createReview([rating(health, 7)])
+        var created: [Goal] = []
+        for index in 1...3 { created.append(try await user.createGoal("Goal \(index)", type: .count, target: 5)) }
+        _ = try await user.goals.pauseGoal(.with { $0.goalID = created[2].id }, options: user.options)
+
+        let all = try await overview()
+        #expect(all.goals == (try await user.list()))
+        #expect(all.goals.map(\.id) == created.map(\.id))
+        #expect(all.nextPageToken.isEmpty)
+        #expect(all.latestCategoryRatings == (try await user.categoryRatings()).latest)
+        #expect(all.latestCategoryRatings.map(\.rating) == [7])
+        // Served again from goals' cached list (its wire form), the answer is the same.
+        #expect(try await overview() == all)
+        #expect(try await overview([.paused]).goals.map(\.id) == [created[2].id])
+
+        // A page: its token continues with ListGoals.
+        let first = try await overview(pageSize: 2)
+        #expect(first.goals.map(\.id) == created.prefix(2).map(\.id))
+        let rest = try await user.goals.listGoals(.with {
+            $0.pageSize = 2
+            $0.pageToken = first.nextPageToken
+        }, options: user.options)
+        #expect(rest.goals.map(\.id) == [created[2].id] && rest.nextPageToken.isEmpty)
+
+        await expectError(.invalidArgument, field: "statuses[0]") { _ = try await overview([.unspecified]) }
+        await expectError(.invalidArgument, field: "page_size") { _ = try await overview(pageSize: -1) }
+    }
+
     @Test func aUserGoalsHasNotSeenHasNoRatingsAndIsKnownAfterwards() async throws {
         let user = try await TestUser()
         let pool = user.fixture.goals.runtime.pool

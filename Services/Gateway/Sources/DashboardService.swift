@@ -14,7 +14,7 @@ internal import Logging
 /// | part | call |
 /// |---|---|
 /// | habits (week, weekly score, habits, category scores) | `habitflow.habits.v1.HabitsService/GetWeek` |
-/// | goals (active and paused goals with progress; the latest category ratings from reviews) | `habitflow.goals.v1.GoalsService/ListGoals` and `GetCategoryRatings`, concurrently |
+/// | goals (active and paused goals with progress; the latest category ratings from reviews) | `habitflow.goals.v1.GoalsService/GetGoalsOverview` (ListGoals' first page and GetCategoryRatings' latest ratings in one call) |
 /// | leaderboard (the top 5 of the caller and their friends this week, and the caller's line) | `habitflow.social.v1.SocialService/GetLeaderboard` (a page of 5) |
 ///
 /// Every part is fetched concurrently under its own deadline (the part timeout, or what is left of the call's,
@@ -67,14 +67,12 @@ struct DashboardService: Sendable {
             }
             group.addTask {
                 do {
-                    let request = Habitflow_Goals_V1_ListGoalsRequest.with {
+                    let request = Habitflow_Goals_V1_GetGoalsOverviewRequest.with {
                         $0.statuses = Self.dashboardGoalStatuses
                         $0.pageSize = Self.goalsPageSize
                     }
-                    async let list = goals.listGoals(request, options: options)
-                    async let ratings = goals.getCategoryRatings(
-                        Habitflow_Goals_V1_GetCategoryRatingsRequest(), options: options)
-                    return .goals(try await list.goals, ratings: try await ratings.latest)
+                    let overview = try await goals.getGoalsOverview(request, options: options)
+                    return .goals(overview.goals, ratings: overview.latestCategoryRatings)
                 } catch {
                     return .missing(Self.missing(.goals, service: "goals", error: error, logger: logger))
                 }

@@ -120,12 +120,16 @@ extension GoalsServiceHandler {
     func getCategoryRatings(
         request: Habitflow_Goals_V1_GetCategoryRatingsRequest, context: ServerContext
     ) async throws -> Habitflow_Goals_V1_GetCategoryRatingsResponse {
-        let userID = try CallerIdentity.requireUser()
+        try await categoryRatings(of: try CallerIdentity.requireUser(), context: context).proto
+    }
+
+    /// The user's ratings by category.
+    func categoryRatings(of userID: UUID, context: ServerContext) async throws -> CategoryRatings {
         // One statement for a user the service knows; a new account is prepared (one without ratings), a deleted one
         // refused.
         guard let stored = try await store.ratingPointsOfKnownUser(userID) else {
             _ = try await caller()
-            return CategoryRatings(points: [], live: [], deleted: []).proto
+            return CategoryRatings(points: [], live: [], deleted: [])
         }
         let live =
             stored.points.isEmpty
@@ -133,6 +137,6 @@ extension GoalsServiceHandler {
             : try await reader.habits.lookup(
                 user: userID, habits: [], options: CallOptions().propagating(from: context)
             ).categories
-        return CategoryRatings(points: stored.points, live: live, deleted: stored.deleted).proto
+        return CategoryRatings(points: stored.points, live: live, deleted: stored.deleted)
     }
 }

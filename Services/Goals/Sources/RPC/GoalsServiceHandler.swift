@@ -170,47 +170,50 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         request: Habitflow_Goals_V1_ListGoalsRequest, context: ServerContext
     ) async throws -> Habitflow_Goals_V1_ListGoalsResponse {
         var validator = RequestValidator()
-        var statuses: Set<GoalStatus> = []
-        for (index, proto) in request.statuses.enumerated() {
-            if let status = GoalStatus(proto), proto != .unspecified {
-                statuses.insert(status)
-            } else {
-                validator.reject("statuses[\(index)]", "must be a goal status, not \(proto)")
-            }
-        }
-        if statuses.isEmpty { statuses = Set(GoalStatus.allCases).subtracting([.archived]) }
-        let horizon = request.horizon == .unspecified ? nil : validator.horizon(request.horizon, field: "horizon")
-        let categoryID = validator.optionalID(request.categoryID, field: "category_id")
-        let parentID = validator.optionalID(request.parentGoalID, field: "parent_goal_id")
-        let pageSize = validator.pageSize(request.pageSize, rule: Self.goalPageSizes)
-        // The token is an offset into the filtered order, and names the filter so it cannot continue another list.
-        let listName = "goals:" + [
-            statuses.map { "\($0.proto.rawValue)" }.sorted().joined(separator: ","),
-            horizon?.rawValue ?? "", categoryID?.lowercasedString ?? "", parentID?.lowercasedString ?? "",
-        ].joined(separator: ";")
-        var offset = 0
-        if let token = validator.pageToken(request.pageToken, list: listName, fieldCount: 1) {
-            if let value = Int(token[0]), value >= 0 {
-                offset = value
-            } else {
-                validator.reject("page_token", "is not a token this list returned")
-            }
-        }
+        let filter = GoalListFilter(
+            statuses: request.statuses, horizon: request.horizon, categoryID: request.categoryID,
+            parentGoalID: request.parentGoalID, pageSize: request.pageSize, pageToken: request.pageToken,
+            validator: &validator)
+        try validator.check()
+        return try await goalPage(filter, user: try CallerIdentity.requireUser(), context: context)
+    }
+
+    func getGoalsOverview(
+        request: Habitflow_Goals_V1_GetGoalsOverviewRequest, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_GoalsOverview {
+        var validator = RequestValidator()
+        let filter = GoalListFilter(
+            statuses: request.statuses, horizon: .unspecified, categoryID: "", parentGoalID: "",
+            pageSize: request.pageSize, pageToken: "", validator: &validator)
         try validator.check()
         let userID = try CallerIdentity.requireUser()
+        // The goals first: reading them prepares a new user (or refuses a deleted one), so the ratings' one
+        // statement finds the user.
+        let page = try await goalPage(filter, user: userID, context: context)
+        let ratings = try await categoryRatings(of: userID, context: context)
+        // The page may be a cached answer in its wire form (empty to read here); the overview's goals and token have
+        // ListGoalsResponse's field numbers, so its bytes are the overview's first two fields.
+        var overview = try Habitflow_Goals_V1_GoalsOverview(serializedBytes: try page.serializedBytes() as [UInt8])
+        overview.latestCategoryRatings = ratings.proto.latest
+        return overview
+    }
+
+    /// A page of the user's goals that `filter` selects (a cached answer is in its wire form: see `wireForm()`).
+    private func goalPage(
+        _ filter: GoalListFilter, user userID: UUID, context: ServerContext
+    ) async throws -> Habitflow_Goals_V1_ListGoalsResponse {
         let snapshot = try await reader.snapshot(of: userID, options: CallOptions().propagating(from: context))
-        return try reader.list(of: userID, from: snapshot, request: "\(listName)|\(offset)|\(pageSize)") {
+        return try reader.list(
+            of: userID, from: snapshot, request: "\(filter.listName)|\(filter.offset)|\(filter.pageSize)"
+        ) {
             let matching = snapshot.orderedGoals.filter { goal in
-                (snapshot.progress[goal.id].map { statuses.contains($0.status) } ?? false)
-                    && (horizon == nil || goal.horizon == horizon)
-                    && (categoryID == nil || goal.categoryID == categoryID)
-                    && (parentID == nil || goal.parentGoalID == parentID)
+                filter.matches(goal, status: snapshot.progress[goal.id]?.status)
             }
-            let page = matching.dropFirst(offset).prefix(pageSize)
+            let page = matching.dropFirst(filter.offset).prefix(filter.pageSize)
             return .with {
                 $0.goals = page.map(snapshot.proto(of:))
-                if offset + page.count < matching.count {
-                    $0.nextPageToken = PageToken.encode(list: listName, [String(offset + page.count)])
+                if filter.offset + page.count < matching.count {
+                    $0.nextPageToken = PageToken.encode(list: filter.listName, [String(filter.offset + page.count)])
                 }
             }
         }

@@ -30,6 +30,7 @@ public enum Habitflow_Goals_V1_GoalsService {
         public static let deleteReview = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "DeleteReview")
         public static let listReviews = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListReviews")
         public static let getCategoryRatings = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "GetCategoryRatings")
+        public static let getGoalsOverview = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "GetGoalsOverview")
         public static let getGoalHistory = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "GetGoalHistory")
         public static let createTask = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "CreateTask")
         public static let updateTask = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "UpdateTask")
@@ -41,7 +42,7 @@ public enum Habitflow_Goals_V1_GoalsService {
         public static let getPlanningView = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "GetPlanningView")
         public static let listSuggestions = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListSuggestions")
         public static let listReflectionPrompts = MethodDescriptor(service: "habitflow.goals.v1.GoalsService", method: "ListReflectionPrompts")
-        public static let all: [MethodDescriptor] = [createGoal, getGoal, listGoals, updateGoal, pauseGoal, resumeGoal, completeGoal, archiveGoal, restoreGoal, deleteGoal, linkHabit, unlinkHabit, addAssessment, listAssessments, deleteAssessment, createReview, updateReview, deleteReview, listReviews, getCategoryRatings, getGoalHistory, createTask, updateTask, completeTask, uncompleteTask, deleteTask, listTasks, listChanges, getPlanningView, listSuggestions, listReflectionPrompts]
+        public static let all: [MethodDescriptor] = [createGoal, getGoal, listGoals, updateGoal, pauseGoal, resumeGoal, completeGoal, archiveGoal, restoreGoal, deleteGoal, linkHabit, unlinkHabit, addAssessment, listAssessments, deleteAssessment, createReview, updateReview, deleteReview, listReviews, getCategoryRatings, getGoalsOverview, getGoalHistory, createTask, updateTask, completeTask, uncompleteTask, deleteTask, listTasks, listChanges, getPlanningView, listSuggestions, listReflectionPrompts]
     }
 
     /// The JSON transcoder of each rpc, by rpc name (for `ForwardingService`, which knows no message types).
@@ -66,6 +67,7 @@ public enum Habitflow_Goals_V1_GoalsService {
         "DeleteReview": JSONTranscoder(Habitflow_Goals_V1_DeleteReviewRequest.self, Habitflow_Goals_V1_DeleteReviewResponse.self),
         "ListReviews": JSONTranscoder(Habitflow_Goals_V1_ListReviewsRequest.self, Habitflow_Goals_V1_ListReviewsResponse.self),
         "GetCategoryRatings": JSONTranscoder(Habitflow_Goals_V1_GetCategoryRatingsRequest.self, Habitflow_Goals_V1_GetCategoryRatingsResponse.self),
+        "GetGoalsOverview": JSONTranscoder(Habitflow_Goals_V1_GetGoalsOverviewRequest.self, Habitflow_Goals_V1_GoalsOverview.self),
         "GetGoalHistory": JSONTranscoder(Habitflow_Goals_V1_GetGoalHistoryRequest.self, Habitflow_Goals_V1_GetGoalHistoryResponse.self),
         "CreateTask": JSONTranscoder(Habitflow_Goals_V1_CreateTaskRequest.self, Habitflow_Goals_V1_Task.self),
         "UpdateTask": JSONTranscoder(Habitflow_Goals_V1_UpdateTaskRequest.self, Habitflow_Goals_V1_Task.self),
@@ -160,6 +162,10 @@ public enum Habitflow_Goals_V1_GoalsService {
         /// Per live category, its latest rating (from the latest live review that rated it), and per category rated in any
         /// live review, every rating oldest first. A deleted category drops out of the latest figures and stays in history.
         func getCategoryRatings(request: Habitflow_Goals_V1_GetCategoryRatingsRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_GetCategoryRatingsResponse
+
+        /// One call for an overview screen (the gateway's dashboard): the first page of ListGoals with the given statuses,
+        /// and GetCategoryRatings' `latest`.
+        func getGoalsOverview(request: Habitflow_Goals_V1_GetGoalsOverviewRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_GoalsOverview
 
         /// Week by week, for a range of the goal's weeks: what each week gave, its target and whether it was met.
         func getGoalHistory(request: Habitflow_Goals_V1_GetGoalHistoryRequest, context: ServerContext) async throws -> Habitflow_Goals_V1_GetGoalHistoryResponse
@@ -426,6 +432,16 @@ public enum Habitflow_Goals_V1_GoalsService {
             try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.getCategoryRatings, request, options: options, idempotentByDefault: true)
         }
 
+        /// One call for an overview screen (the gateway's dashboard): the first page of ListGoals with the given statuses,
+        /// and GetCategoryRatings' `latest`.
+        public func getGoalsOverview(_ request: Habitflow_Goals_V1_GetGoalsOverviewRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_GoalsOverview {
+            try await getGoalsOverviewWithMetadata(request, options: options).message
+        }
+
+        public func getGoalsOverviewWithMetadata(_ request: Habitflow_Goals_V1_GetGoalsOverviewRequest, options: CallOptions = CallOptions()) async throws -> UnaryResponse<Habitflow_Goals_V1_GoalsOverview> {
+            try await transport.unary(Habitflow_Goals_V1_GoalsService.Method.getGoalsOverview, request, options: options, idempotentByDefault: true)
+        }
+
         /// Week by week, for a range of the goal's weeks: what each week gave, its target and whether it was met.
         public func getGoalHistory(_ request: Habitflow_Goals_V1_GetGoalHistoryRequest, options: CallOptions = CallOptions()) async throws -> Habitflow_Goals_V1_GetGoalHistoryResponse {
             try await getGoalHistoryWithMetadata(request, options: options).message
@@ -571,6 +587,7 @@ extension Habitflow_Goals_V1_GoalsService.Handler {
             .unary(Habitflow_Goals_V1_GoalsService.Method.deleteReview) { try await self.deleteReview(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.listReviews) { try await self.listReviews(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.getCategoryRatings) { try await self.getCategoryRatings(request: $0, context: $1) },
+            .unary(Habitflow_Goals_V1_GoalsService.Method.getGoalsOverview) { try await self.getGoalsOverview(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.getGoalHistory) { try await self.getGoalHistory(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.createTask) { try await self.createTask(request: $0, context: $1) },
             .unary(Habitflow_Goals_V1_GoalsService.Method.updateTask) { try await self.updateTask(request: $0, context: $1) },

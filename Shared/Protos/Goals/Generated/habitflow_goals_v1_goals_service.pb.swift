@@ -652,6 +652,41 @@ public nonisolated struct Habitflow_Goals_V1_GetCategoryRatingsResponse: Sendabl
   public init() {}
 }
 
+public nonisolated struct Habitflow_Goals_V1_GetGoalsOverviewRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// As in ListGoalsRequest: only goals with these derived statuses; empty: every status but archived.
+  public var statuses: [Habitflow_Goals_V1_GoalStatus] = []
+
+  /// As in ListGoalsRequest: default 50, at most 100.
+  public var pageSize: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Habitflow_Goals_V1_GoalsOverview: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// As ListGoals orders them.
+  public var goals: [Habitflow_Goals_V1_Goal] = []
+
+  /// Set when more goals match: ListGoals with the same statuses and page size continues from it.
+  public var nextPageToken: String = String()
+
+  /// As GetCategoryRatingsResponse.latest: live categories with at least one rating, in the user's category order.
+  public var latestCategoryRatings: [Habitflow_Goals_V1_LatestCategoryRating] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 public nonisolated struct Habitflow_Goals_V1_GetGoalHistoryRequest: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -2342,6 +2377,81 @@ nonisolated extension Habitflow_Goals_V1_GetCategoryRatingsResponse: SwiftProtob
   public static func ==(lhs: Habitflow_Goals_V1_GetCategoryRatingsResponse, rhs: Habitflow_Goals_V1_GetCategoryRatingsResponse) -> Bool {
     if lhs.latest != rhs.latest {return false}
     if lhs.history != rhs.history {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_GetGoalsOverviewRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GetGoalsOverviewRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}statuses\0\u{3}page_size\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedEnumField(value: &self.statuses) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.pageSize) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.statuses.isEmpty {
+      try visitor.visitPackedEnumField(value: self.statuses, fieldNumber: 1)
+    }
+    if self.pageSize != 0 {
+      try visitor.visitSingularInt32Field(value: self.pageSize, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_GetGoalsOverviewRequest, rhs: Habitflow_Goals_V1_GetGoalsOverviewRequest) -> Bool {
+    if lhs.statuses != rhs.statuses {return false}
+    if lhs.pageSize != rhs.pageSize {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Habitflow_Goals_V1_GoalsOverview: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".GoalsOverview"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}goals\0\u{3}next_page_token\0\u{3}latest_category_ratings\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.goals) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.nextPageToken) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.latestCategoryRatings) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.goals.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.goals, fieldNumber: 1)
+    }
+    if !self.nextPageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.nextPageToken, fieldNumber: 2)
+    }
+    if !self.latestCategoryRatings.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.latestCategoryRatings, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Habitflow_Goals_V1_GoalsOverview, rhs: Habitflow_Goals_V1_GoalsOverview) -> Bool {
+    if lhs.goals != rhs.goals {return false}
+    if lhs.nextPageToken != rhs.nextPageToken {return false}
+    if lhs.latestCategoryRatings != rhs.latestCategoryRatings {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
