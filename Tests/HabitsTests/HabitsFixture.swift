@@ -210,6 +210,15 @@ struct TestUser {
             }, options: options)
     }
 
+    func rename(_ habit: Habit, to name: String) async throws -> Habit {
+        try await api.updateHabit(
+            .with {
+                $0.habit.id = habit.id
+                $0.habit.name = name
+                $0.updateMask.paths = ["name"]
+            }, options: options)
+    }
+
     func delete(_ habit: Habit) async throws -> Habit {
         try await api.deleteHabit(.with { $0.habitID = habit.id }, options: options)
     }

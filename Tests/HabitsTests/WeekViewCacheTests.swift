@@ -66,14 +66,7 @@ struct WeekViewCacheTests {
             #expect(next.habits.map(\.habit.name) == ["Run", "Read"])
             next = try await afterWrite { _ = try await user.updateTarget(habit, to: 5) }
             #expect(TestUser.progress(of: habit, in: next) == "0/5")
-            next = try await afterWrite {
-                _ = try await user.api.updateHabit(
-                    .with {
-                        $0.habit.id = second.id
-                        $0.habit.name = "Read more"
-                        $0.updateMask.paths = ["name"]
-                    }, options: user.options)
-            }
+            next = try await afterWrite { _ = try await user.rename(second, to: "Read more") }
             #expect(next.habits.map(\.habit.name) == ["Run", "Read more"])
             next = try await afterWrite { _ = try await user.delete(second) }
             #expect(next.habits.map(\.habit.name) == ["Run"])
@@ -192,12 +185,7 @@ struct WeekViewCacheTests {
             #expect(try await list() == ["Sprint 3", "Read 7"])
             _ = try await user.updateTarget(habit, to: 5)
             #expect(try await list() == ["Sprint 5", "Read 7"])
-            _ = try await user.api.updateHabit(
-                .with {
-                    $0.habit.id = second.id
-                    $0.habit.name = "Read more"
-                    $0.updateMask.paths = ["name"]
-                }, options: user.options)
+            _ = try await user.rename(second, to: "Read more")
             #expect(try await list() == ["Sprint 5", "Read more 7"])
             _ = try await user.delete(second)
             #expect(try await list() == ["Sprint 5"])
