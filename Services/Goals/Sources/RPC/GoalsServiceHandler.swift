@@ -194,7 +194,7 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         // The page may be a cached answer in its wire form (empty to read here); the overview's goals and token have
         // ListGoalsResponse's field numbers, so its bytes are the overview's first two fields.
         var overview = try Habitflow_Goals_V1_GoalsOverview(serializedBytes: try page.serializedBytes() as [UInt8])
-        overview.latestCategoryRatings = ratings.proto.latest
+        overview.latestCategoryRatings = ratings.latestProto
         return overview
     }
 

@@ -293,15 +293,7 @@ extension ReviewRecord {
 extension CategoryRatings {
     var proto: Habitflow_Goals_V1_GetCategoryRatingsResponse {
         .with {
-            $0.latest = latest.map { latest in
-                .with {
-                    $0.categoryID = latest.category.id.lowercasedString
-                    $0.categoryName = latest.category.name
-                    $0.rating = Int32(latest.point.rating)
-                    $0.reviewID = latest.point.reviewID.lowercasedString
-                    $0.date = latest.point.date.proto
-                }
-            }
+            $0.latest = latestProto
             $0.history = history.map { history in
                 .with {
                     $0.categoryID = history.categoryID.lowercasedString
@@ -315,6 +307,19 @@ extension CategoryRatings {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Only the latest rating of each live category (what an overview shows, without the history).
+    var latestProto: [Habitflow_Goals_V1_LatestCategoryRating] {
+        latest.map { latest in
+            .with {
+                $0.categoryID = latest.category.id.lowercasedString
+                $0.categoryName = latest.category.name
+                $0.rating = Int32(latest.point.rating)
+                $0.reviewID = latest.point.reviewID.lowercasedString
+                $0.date = latest.point.date.proto
             }
         }
     }

@@ -53,10 +53,18 @@ public struct HabitsStore: Sendable {
     func knownUserRows<Record>(
         _ query: PostgresQuery, _ record: (PostgresRow) throws -> Record
     ) async throws -> [Record]? {
+        try await knownUserRows(query, user: { _ in }, record)?.records
+    }
+
+    /// ``knownUserRows(_:_:)`` that also selects columns of the user's own row: `user` decodes them from the first row.
+    func knownUserRows<User, Record>(
+        _ query: PostgresQuery, user: (PostgresRow) throws -> User, _ record: (PostgresRow) throws -> Record
+    ) async throws -> (user: User, records: [Record])? {
         let rows = try await pool.query(query)
         guard let first = rows.first else { return nil }
-        if rows.count == 1, try first.decode("id", as: UUID?.self) == nil { return [] }
-        return try rows.map(record)
+        let user = try user(first)
+        if rows.count == 1, try first.decode("id", as: UUID?.self) == nil { return (user, []) }
+        return (user, try rows.map(record))
     }
 
     /// Whether the service holds the user, without creating them: `false` for a user it has never seen; a deleted

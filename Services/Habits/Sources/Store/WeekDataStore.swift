@@ -48,18 +48,14 @@ extension HabitsStore {
     public func zoneAndHabits(
         of userID: UUID, liveBetween first: IsoWeek, and last: IsoWeek
     ) async throws -> (zoneName: String, habits: [HabitRecord])? {
-        let rows = try await pool.query(
+        try await knownUserRows(
             """
             SELECT u.time_zone, h.* FROM users u LEFT JOIN LATERAL (SELECT * FROM habit_details \
             WHERE user_id = u.user_id AND live_from <= \(last.sunday) \
             AND (deleted_on IS NULL OR deleted_on > \(first.sunday))) h ON true \
             WHERE u.user_id = \(userID) ORDER BY h.created_seq
-            """)
-        guard let first = rows.first else { return nil }
-        let zoneName = try first.decode("time_zone", as: String.self)
-        // The user without habits in the range: one row without a habit.
-        if try first.decode("id", as: UUID?.self) == nil { return (zoneName, []) }
-        return (zoneName, try rows.map(HabitRecord.init(row:)))
+            """, user: { try $0.decode("time_zone", as: String.self) }, HabitRecord.init(row:)
+        ).map { (zoneName: $0.user, habits: $0.records) }
     }
 
     /// Habits live at some time in `first...last`, per user, ordered by creation. Which weeks each one counts in is
