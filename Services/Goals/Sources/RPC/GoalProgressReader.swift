@@ -104,6 +104,8 @@ final class GoalProgressReader: Sendable {
     private let snapshots: Locked<BoundedMap<UUID, GoalsSnapshot>>
     /// Per user, the list answers built from their current snapshot, in wire form.
     private let lists: Locked<BoundedMap<UUID, CachedLists>>
+    /// Per user, goals' version at which they had no rating (read after the version).
+    private let ratinglessVersions: Locked<BoundedMap<UUID, UserVersion>>
 
     /// ListGoals answers of one snapshot, by request.
     private struct CachedLists: Sendable {
@@ -118,6 +120,18 @@ final class GoalProgressReader: Sendable {
         self.clock = clock
         snapshots = Locked(BoundedMap(capacity: capacity))
         lists = Locked(BoundedMap(capacity: capacity))
+        ratinglessVersions = Locked(BoundedMap(capacity: capacity))
+    }
+
+    /// Whether the user had no rating at `version` (goals' version of them, read now): reviews are written only
+    /// under the user's next version, so none has been added since.
+    func hasNoRatings(_ userID: UUID, at version: UserVersion) -> Bool {
+        ratinglessVersions.withLock { $0[userID] == version }
+    }
+
+    /// Remembers that the user had no rating, read after goals' version of them was `version`.
+    func rememberNoRatings(_ userID: UUID, at version: UserVersion) {
+        ratinglessVersions.withLock { $0.store(version, for: userID) }
     }
 
     /// The answer to the list request `key` from `snapshot`: the one built earlier from the same snapshot (already
@@ -147,6 +161,8 @@ final class GoalProgressReader: Sendable {
         if let cached, cached.version == version, cached.today == today,
             cached.ownerTodays == cached.ownerZones.mapValues({ clock.today(in: $0) })
         {
+            // No goals, own or shared: nothing habits could answer changes a figure.
+            if cached.goals.goals.isEmpty { return cached }
             // The same goals and day: habits answers `unchanged`, or only the weeks whose entries changed since.
             let own = try await aggregate(
                 for: cached.goals, user: userID, today: today, ownerTodays: cached.ownerTodays,
@@ -177,6 +193,13 @@ final class GoalProgressReader: Sendable {
         goals.assessments.merge(shared.assessments) { $1 }
         goals.taskCompletions.merge(shared.taskCompletions) { $1 }
         let ownerTodays = shared.ownerZones.mapValues { clock.today(in: $0) }
+        if goals.goals.isEmpty {
+            // Most accounts have no goals: their snapshot needs no call to habits (its habits and categories only
+            // describe linked habits and order goals), and is served again until goals' version or the day moves.
+            return remember(
+                derive(goals, today: today, ownEntries: EntryTotals(), habits: [:], categories: [],
+                    habitsVersion: 0, partners: [:], ownerZones: [:]), for: userID)
+        }
         guard case .totals(let entries, let habitDetails, let categories, let habitsVersion) = try await aggregate(
             for: goals, user: userID, today: today, ownerTodays: ownerTodays, unlessVersion: nil, options: options)
         else { throw RPCError(.internal, "the habits service answered unchanged to a request without a version") }

@@ -175,7 +175,10 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
             parentGoalID: request.parentGoalID, pageSize: request.pageSize, pageToken: request.pageToken,
             validator: &validator)
         try validator.check()
-        return try await goalPage(filter, user: try CallerIdentity.requireUser(), context: context)
+        let userID = try CallerIdentity.requireUser()
+        return try goalPage(
+            filter, user: userID,
+            snapshot: try await reader.snapshot(of: userID, options: CallOptions().propagating(from: context)))
     }
 
     func getGoalsOverview(
@@ -189,8 +192,18 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
         let userID = try CallerIdentity.requireUser()
         // The goals first: reading them prepares a new user (or refuses a deleted one), so the ratings' one
         // statement finds the user.
-        let page = try await goalPage(filter, user: userID, context: context)
-        let ratings = try await categoryRatings(of: userID, context: context)
+        let snapshot = try await reader.snapshot(of: userID, options: CallOptions().propagating(from: context))
+        let page = try goalPage(filter, user: userID, snapshot: snapshot)
+        // Most users have rated nothing: that is kept with goals' version (every review write takes the next one), so
+        // the ratings are read again only after a write of the user's.
+        let ratings: CategoryRatings
+        if reader.hasNoRatings(userID, at: snapshot.version) {
+            ratings = CategoryRatings(points: [], live: [], deleted: [])
+        } else {
+            ratings = try await categoryRatings(of: userID, context: context)
+            // No rating: every rated category has a history.
+            if ratings.history.isEmpty { reader.rememberNoRatings(userID, at: snapshot.version) }
+        }
         // The page may be a cached answer in its wire form (empty to read here); the overview's goals and token have
         // ListGoalsResponse's field numbers, so its bytes are the overview's first two fields.
         var overview = try Habitflow_Goals_V1_GoalsOverview(serializedBytes: try page.serializedBytes() as [UInt8])
@@ -200,10 +213,9 @@ struct GoalsServiceHandler: Habitflow_Goals_V1_GoalsService.Handler {
 
     /// A page of the user's goals that `filter` selects (a cached answer is in its wire form: see `wireForm()`).
     private func goalPage(
-        _ filter: GoalListFilter, user userID: UUID, context: ServerContext
-    ) async throws -> Habitflow_Goals_V1_ListGoalsResponse {
-        let snapshot = try await reader.snapshot(of: userID, options: CallOptions().propagating(from: context))
-        return try reader.list(
+        _ filter: GoalListFilter, user userID: UUID, snapshot: GoalsSnapshot
+    ) throws -> Habitflow_Goals_V1_ListGoalsResponse {
+        try reader.list(
             of: userID, from: snapshot, request: "\(filter.listName)|\(filter.offset)|\(filter.pageSize)"
         ) {
             let matching = snapshot.orderedGoals.filter { goal in
