@@ -198,6 +198,38 @@ struct WeekViewCacheTests {
         }
     }
 
+    @Test("every entry written on one replica, in the current week or an earlier one, shows in the next score history on another")
+    func scoreHistoryAfterEntryWrites() async throws {
+        let user = try await TestUser()
+        try user.setNow("2026-03-18T12:00:00Z")  // a Wednesday of week 12
+        let habit = try await user.createHabit("Run", target: 1)
+        try await Self.withReplica(user) { replica in
+            /// Weeks 9 to 12 as "met/total" on the replica, which must answer as the shared host does.
+            func history(sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String] {
+                let request = Habitflow_Habits_V1_GetScoreHistoryRequest.with { $0.startWeek = isoWeek(2026, 9) }
+                let weeks = try await replica.getScoreHistory(request, options: user.options).weeks
+                let shared = try await user.api.getScoreHistory(request, options: user.options).weeks
+                #expect(weeks == shared, "the replicas disagree", sourceLocation: sourceLocation)
+                return weeks.map { "\($0.score.metHabits)/\($0.score.totalHabits)" }
+            }
+            #expect(try await history() == ["0/0", "0/0", "0/0", "0/1"])
+            try await user.markDone(habit)
+            #expect(try await history() == ["0/0", "0/0", "0/0", "1/1"])
+            // A check-in two weeks back also moves the habit's first week back.
+            try await user.markDone(habit, on: date(2026, 3, 3))
+            #expect(try await history() == ["0/0", "1/1", "0/1", "1/1"])
+            try await user.markNotDone(habit)
+            #expect(try await history() == ["0/0", "1/1", "0/1", "0/1"])
+            try await user.markDone(habit, on: date(2026, 3, 11))
+            #expect(try await history() == ["0/0", "1/1", "1/1", "0/1"])
+            try await user.markNotDone(habit, on: date(2026, 3, 3))
+            #expect(try await history() == ["0/0", "0/1", "1/1", "0/1"])
+            // An entry before the weeks asked counts in none of them; the habit is live in all of them now.
+            try await user.markDone(habit, on: date(2026, 1, 7))
+            #expect(try await history() == ["0/1", "0/1", "1/1", "0/1"])
+        }
+    }
+
     @Test("the cache keeps at most its capacity of users and reads evicted ones again")
     func bounded() async throws {
         let first = try await TestUser()

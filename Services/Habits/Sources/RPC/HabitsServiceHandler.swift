@@ -14,6 +14,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
     let clock: UserClock
     let weekViews: WeekViewCache
     let habitLists: HabitListCache
+    let scoreHistoryCounts: WeekCountCache
     let zoneHints: UserZoneHints
 
     static let habitPageSizes = PageSizeRule(defaultSize: 50, maximum: 200)
@@ -392,17 +393,18 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         let (first, last) = try range(current: IsoWeek(containing: zone.localDate(at: now)))
         let habits = stored.habits
 
-        var completions: [IsoWeek: [UUID: Int]] = [:]
+        var completions: [Int: [UUID: Int]] = [:]  // by the week's Monday, in days since 1970-01-01
         if !habits.isEmpty {
             // Counts of habits not scored here (deleted before the range) are never looked up.
-            for total in try await store.weekCounts(user: userID, from: first.monday, through: last.sunday) {
-                completions[total.week, default: [:]][total.habitID] = total.count
+            for count in try await weekCounts(of: userID, from: first, through: last).counts {
+                completions[Int(count.monday), default: [:]][count.habitID] = Int(count.count)
             }
         }
         return .with {
             $0.weeks = (0...first.weeks(until: last)).map { offset in
                 let week = first.adding(weeks: offset)
-                let score = WeeklyScore(WeekTallies.tallies(of: habits, in: week, completions: completions[week] ?? [:]))
+                let counted = completions[week.monday.daysSinceEpoch] ?? [:]
+                let score = WeeklyScore(WeekTallies.tallies(of: habits, in: week, completions: counted))
                 return .with {
                     $0.week = week.proto
                     $0.weekName = week.description
@@ -411,6 +413,21 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
                 }
             }
         }
+    }
+
+    /// The user's live entries counted per habit and week of `first...last`: the counts kept from their last score
+    /// history of the same weeks, brought up to date with the weeks changed since (usually this week's, after a
+    /// check-in), or all of them read.
+    private func weekCounts(of userID: UUID, from first: IsoWeek, through last: IsoWeek) async throws -> WeekCounts {
+        let weeks = WeekRange(first: first, last: last)
+        let kept = scoreHistoryCounts.answer(of: userID, for: weeks)
+        guard
+            let read = try await store.weekCounts(
+                user: userID, from: first.monday, through: last.sunday, changedSince: kept?.asOf)
+        else { throw HabitsError.accountDeleted(userID) }
+        let counts = kept?.updated(with: read) ?? read
+        if counts.asOf != kept?.asOf { scoreHistoryCounts.store(counts, of: userID, for: weeks) }
+        return counts
     }
 
     private func requireNotAfter(_ week: IsoWeek, _ current: IsoWeek, field: String) throws {

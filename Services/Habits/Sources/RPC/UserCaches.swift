@@ -155,3 +155,15 @@ struct HabitListKey: Hashable, Sendable {
 extension UserAnswerCache where Key == HabitListKey {
     convenience init() { self.init(capacity: 4_096) }
 }
+
+/// Users' entry counts per habit and week for their score history (``HabitsStore/weekCounts(user:from:through:changedSince:)``),
+/// kept with the change-sequence value they are as of: the next score history of the same weeks reads only the
+/// weeks whose entries changed since (a check-in every few seconds leaves the other eleven of the default twelve as
+/// they were), so its cost no longer grows with the range. The value is read in the counting statement, so kept
+/// counts are never older than it. One range per user, for at most 4,096 users (a few KB each with 15 habits).
+typealias WeekCountCache = UserAnswerCache<WeekRange, WeekCounts>
+
+struct WeekRange: Hashable, Sendable {
+    var first: IsoWeek
+    var last: IsoWeek
+}
