@@ -72,9 +72,11 @@ public final class WeekViewCache: Sendable {
     }
 }
 
-/// One answer per user, kept with the key it was read under (the user's version and what was asked), and served
-/// again while a request comes with the same key: the version is read before the data, so a kept answer is never
-/// older than its version. At most `capacity` users, the oldest stored making room.
+/// One answer per user, kept with the key it was read under (what was asked, with the user's version when the answer
+/// is served as it is), and found again while a request comes with the same key: the version is read before the data,
+/// so a kept answer is never older than its version. An answer that carries its own version instead (the week counts,
+/// brought up to date rather than served as they are) keeps that rule itself. At most `capacity` users, the oldest
+/// stored making room.
 final class UserAnswerCache<Key: Hashable & Sendable, Answer: Sendable>: Sendable {
     private struct Entry: Sendable {
         var key: Key
@@ -95,7 +97,7 @@ final class UserAnswerCache<Key: Hashable & Sendable, Answer: Sendable>: Sendabl
         }
     }
 
-    /// - Important: the version in `key` must have been read before the data `answer` was made from.
+    /// - Important: the version in `key` (or in `answer`) must have been read before the data `answer` was made from.
     func store(_ answer: Answer, of userID: UUID, for key: Key) {
         entries.withLock { $0.store(Entry(key: key, answer: answer), for: userID) }
     }
