@@ -65,6 +65,42 @@ extension PostgresIntegrationTests {
             }
         }
 
+        @Test("prepared statements run their generic plan, not one planned per call, also after the connection was re-opened")
+        func genericPlans() async throws {
+            // `= ANY($1)` is the case Postgres's default plan choice re-plans on every call (the array's length is
+            // unknown to the generic plan, so it always looks dearer).
+            func runAndCountPlans(_ pool: PostgresPool) async throws -> (generic: Int, custom: Int) {
+                try await pool.withConnection { connection in
+                    for round in 0..<8 {
+                        let ids = (0...round).map { Int64($0) }
+                        let rows = try await connection.query(
+                            "SELECT id FROM plan_ids WHERE id = ANY(\(ids)) ORDER BY id")
+                        #expect(try rows.map { try $0.decode(0, as: Int64.self) } == ids)
+                    }
+                    let row = try #require(try await connection.queryRow(
+                        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE \("%FROM plan_ids WHERE id = ANY%")"))
+                    return (try row.decode(0, as: Int.self), try row.decode(1, as: Int.self))
+                }
+            }
+            try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { pool in
+                try await pool.execute("DROP TABLE IF EXISTS plan_ids")
+                try await pool.execute("CREATE TABLE plan_ids AS SELECT generate_series(0, 999)::int8 AS id")
+                try await pool.execute("CREATE INDEX ON plan_ids (id)")
+                try await pool.execute("ANALYZE plan_ids")
+                let plans = try await runAndCountPlans(pool)
+                #expect(plans.custom == 0 && plans.generic == 8, "plans: \(plans)")
+                // The setting is a connection option, so a connection re-opened with PQreset has it too.
+                let pid = try #require(try await pool.queryRow("SELECT pg_backend_pid()")?.decode(0, as: Int32.self))
+                try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { admin in
+                    _ = try await admin.query("SELECT pg_terminate_backend(\(pid))")
+                }
+                try await Task.sleep(for: .milliseconds(100))
+                let afterReset = try await runAndCountPlans(pool)
+                #expect(afterReset.custom == 0 && afterReset.generic == 8, "plans after the reset: \(afterReset)")
+                try await pool.execute("DROP TABLE plan_ids")
+            }
+        }
+
         @Test("errors carry their SQLSTATE as a typed kind")
         func typedErrors() async throws {
             try await withPool(try TestEnvironment.superuserURL(), maximumConnections: 1) { pool in

@@ -37,8 +37,15 @@ final class LibPQConnection: @unchecked Sendable {
     /// When the connection last talked to the server; an idle connection gets a real round trip before reuse.
     private(set) var lastUsed = ContinuousClock.now
 
-    /// Session settings the text codecs rely on. Given as connection options so `PQreset` keeps them.
-    static let sessionOptions = "-c DateStyle=ISO -c TimeZone=UTC -c IntervalStyle=iso_8601 -c extra_float_digits=3"
+    /// Session settings, given as connection options so `PQreset` keeps them: the ones the text codecs rely on, and
+    /// generic plans for every prepared statement. Postgres's default (`auto`) plans a statement anew on each call
+    /// when it estimates the generic plan dearer than the custom ones, which it does for every `= ANY($1)` (the array's
+    /// length is unknown): habits' batched week-view statements were planned on every call, at 3–5 times their
+    /// execution time (Benchmarks/HISTORY.md, "Generic plans"). Our statements are written for their generic plans
+    /// (`OFFSET 0` fences where the generic plan went wrong).
+    static let sessionOptions =
+        "-c DateStyle=ISO -c TimeZone=UTC -c IntervalStyle=iso_8601 -c extra_float_digits=3"
+        + " -c plan_cache_mode=force_generic_plan"
 
     /// Opens a connection described by a libpq connection string or `postgresql://` URL.
     init(connectionString: String) throws(PostgresError) {

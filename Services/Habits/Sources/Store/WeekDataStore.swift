@@ -94,10 +94,17 @@ extension HabitsStore {
     }
 
     /// The versions (stored zone and change-sequence value) of those of `userIDs` the service knows.
+    ///
+    /// One primary-key probe per user: a lookup in a fenced `LATERAL` (`OFFSET 0`) per element of the array. The
+    /// generic plan of `user_id = ANY($1)`, which the pool's connections always use, scans the whole table while it
+    /// is small (1,000 users: 0.13 ms in `EXPLAIN ANALYZE`, against 0.02–0.05 ms for the probes).
     public func versions(of userIDs: [UUID]) async throws -> [UUID: UserVersion] {
         var versions: [UUID: UserVersion] = [:]
         for row in try await pool.query(
-            "SELECT user_id, time_zone, change_seq FROM users WHERE user_id = ANY(\(userIDs))")
+            """
+            SELECT u.user_id, u.time_zone, u.change_seq FROM unnest(\(userIDs)::uuid[]) AS w(user_id) \
+            CROSS JOIN LATERAL (SELECT * FROM users WHERE user_id = w.user_id OFFSET 0) u
+            """)
         {
             versions[try row.decode(0, as: UUID.self)] = UserVersion(
                 zoneName: try row.decode(1, as: String.self), changeSequence: try row.decode(2, as: Int64.self))
@@ -105,10 +112,15 @@ extension HabitsStore {
         return versions
     }
 
-    /// The stored zones of those of `userIDs` the service knows.
+    /// The stored zones of those of `userIDs` the service knows (a primary-key probe per user, as in ``versions(of:)``).
     public func timeZones(of userIDs: [UUID]) async throws -> [UUID: UserTimeZone] {
         var zones: [UUID: UserTimeZone] = [:]
-        for row in try await pool.query("SELECT user_id, time_zone FROM users WHERE user_id = ANY(\(userIDs))") {
+        for row in try await pool.query(
+            """
+            SELECT u.user_id, u.time_zone FROM unnest(\(userIDs)::uuid[]) AS w(user_id) \
+            CROSS JOIN LATERAL (SELECT * FROM users WHERE user_id = w.user_id OFFSET 0) u
+            """)
+        {
             zones[try row.decode(0, as: UUID.self)] = .stored(try row.decode(1, as: String.self))
         }
         return zones
