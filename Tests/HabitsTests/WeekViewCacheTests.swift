@@ -111,8 +111,13 @@ struct WeekViewCacheTests {
             // A change no write of the service would make: behind the sequence's back, so the cache cannot see it.
             try await user.fixture.pool.execute("UPDATE habits SET name = 'Renamed' WHERE id = \(habitID)")
             #expect(try await name() == "Stretch")
-            try await user.fixture.pool.execute(
-                "UPDATE users SET change_seq = change_seq + 1 WHERE user_id = \(user.id)")
+            // Then the next change-sequence value, as every write takes it: on the user's row and the rows it writes.
+            try await user.fixture.pool.transaction { tx in
+                let next = try #require(try await tx.queryRow(
+                    "UPDATE users SET change_seq = change_seq + 1 WHERE user_id = \(user.id) RETURNING change_seq"))
+                try await tx.execute(
+                    "UPDATE habits SET change_seq = \(try next.decode(0, as: Int64.self)) WHERE id = \(habitID)")
+            }
             #expect(try await name() == "Renamed")
         }
     }
@@ -227,6 +232,45 @@ struct WeekViewCacheTests {
             // An entry before the weeks asked counts in none of them; the habit is live in all of them now.
             try await user.markDone(habit, on: date(2026, 1, 7))
             #expect(try await history() == ["0/1", "0/1", "1/1", "0/1"])
+        }
+    }
+
+    @Test("every entry written on one replica, on any day of the kept week or before it, shows in the next week view on another")
+    func weekViewAfterEntryWrites() async throws {
+        let user = try await TestUser()
+        try user.setNow("2026-03-18T12:00:00Z")  // a Wednesday of week 12
+        let run = try await user.createHabit("Run", target: 3)
+        try await Self.withReplica(user) { replica in
+            /// Each habit's entries per day (Monday first) in the replica's view, which must answer as the shared host.
+            func days(sourceLocation: SourceLocation = #_sourceLocation) async throws -> [[Int32]] {
+                let view = try await replica.getWeek(.init(), options: user.options)
+                let shared = try await user.api.getWeek(.init(), options: user.options)
+                #expect(view == shared, "the replicas disagree", sourceLocation: sourceLocation)
+                return view.habits.map(\.dayCompletions)
+            }
+            #expect(try await days() == [[0, 0, 0, 0, 0, 0, 0]])
+            _ = try await user.markDone(run)
+            #expect(try await days() == [[0, 0, 1, 0, 0, 0, 0]])
+            _ = try await user.markDone(run, on: date(2026, 3, 16))
+            _ = try await user.markDone(run)
+            #expect(try await days() == [[1, 0, 2, 0, 0, 0, 0]])
+            _ = try await user.markNotDone(run, on: date(2026, 3, 16))
+            #expect(try await days() == [[0, 0, 2, 0, 0, 0, 0]])
+            // Before the week: nothing in it changes, though the habit's first week moves back.
+            _ = try await user.markDone(run, on: date(2026, 3, 11))
+            #expect(try await days() == [[0, 0, 2, 0, 0, 0, 0]])
+            let read = try await user.createHabit("Read", target: 1)
+            _ = try await user.markDone(read, on: date(2026, 3, 17))
+            #expect(try await days() == [[0, 0, 2, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0]])
+            _ = try await user.markNotDone(run)
+            let kept = try await replica.getWeek(.init(), options: user.options)
+            #expect(kept.habits.map(\.dayCompletions) == [[0, 0, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0]])
+            #expect(TestUser.progress(of: read, in: kept) == "1/1")
+            // A replica with nothing kept reads the same view whole.
+            try await Self.withReplica(user) { fresh in
+                let whole = try await fresh.getWeek(.init(), options: user.options)
+                #expect(whole == kept)
+            }
         }
     }
 

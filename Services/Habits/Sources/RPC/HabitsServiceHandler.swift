@@ -338,15 +338,21 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         try validator.check()
         let userID = try CallerIdentity.requireUser()
         let now = clock.now
-        // One primary-key lookup; the cached view serves while the user's version is the one it was read at.
-        let version = try await store.userVersion(userID, now: now)
+        // One primary-key lookup; the cached view serves while the user's version is the one it was read at. With a
+        // view kept, the same statement brings what changed in its week since (after a check-in, one day's count), so
+        // the view is brought up to date instead of read again.
+        var changes: WeekViewChanges?
+        if let kept = weekViews.keptVersion(of: userID) {
+            changes = try await store.weekViewChanges(user: userID, week: kept.week, since: kept.version.changeSequence)
+        }
+        let version = if let changes { changes.version } else { try await store.userVersion(userID, now: now) }
         zoneHints.remember(version.zoneName, for: userID)
         let zone = version.zone
         let today = zone.localDate(at: now)
         let current = IsoWeek(containing: today)
         let week = requested ?? current
         try requireNotAfter(week, current, field: "week")
-        return try await weekViews.view(of: userID, week: week, today: today, version: version) {
+        return try await weekViews.view(of: userID, week: week, today: today, version: version, changes: changes) {
             try await store.weekViewData(user: userID, zone: zone, week: week)
         }
     }

@@ -39,13 +39,20 @@ public final class WeekViewCache: Sendable {
 
     public func contains(user userID: UUID) -> Bool { entries.withLock { $0[userID] != nil } }
 
+    /// The version and week of the user's kept view, if any: what to ask ``HabitsStore/weekViewChanges`` since.
+    func keptVersion(of userID: UUID) -> (version: UserVersion, week: IsoWeek)? {
+        entries.withLock { $0[userID].map { ($0.version, $0.week) } }
+    }
+
     /// The user's view of `week` on `today`, in its wire form (`Message.wireForm()`): the cached one while `version` and
-    /// `week` match (rebuilt from the cached data when only the day moved on), otherwise built from what `read`
-    /// returns and cached under `version`.
+    /// `week` match (rebuilt from the cached data when only the day moved on), the cached data brought up to `version`
+    /// with `changes` when they were counted from its version in that week and nothing but entries changed, and
+    /// otherwise built from what `read` returns; cached under `version`.
     ///
-    /// - Important: `version` must have been read before `read` runs, so that the data is at least that new.
+    /// - Important: `version` must have been read before `read` runs, so that the data is at least that new; `changes`
+    ///   must have been read with `version`.
     func view(
-        of userID: UUID, week: IsoWeek, today: LocalDate, version: UserVersion,
+        of userID: UUID, week: IsoWeek, today: LocalDate, version: UserVersion, changes: WeekViewChanges? = nil,
         read: () async throws -> WeekViewData
     ) async throws -> Habitflow_Habits_V1_WeekView {
         let cached = entries.withLock { $0[userID] }
@@ -53,6 +60,10 @@ public final class WeekViewCache: Sendable {
         if let cached, cached.version == version, cached.week == week {
             if cached.today == today { return cached.view }
             data = cached.data
+        } else if let cached, let changes, changes.version == version, changes.week == week,
+            let updated = changes.applied(to: cached.data, readAs: cached.version, in: cached.week)
+        {
+            data = updated
         } else {
             data = try await read()
         }

@@ -16,6 +16,39 @@ public struct WeekViewData: Sendable {
     public var dayCounts: [UUID: [Int]]
 }
 
+/// What changed in a kept week view's week since its version (``HabitsStore/weekViewChanges(user:week:since:)``).
+public struct WeekViewChanges: Sendable {
+    public struct DayCount: Sendable {
+        public var habitID: UUID
+        /// 0 for Monday.
+        public var day: Int
+        public var count: Int
+    }
+
+    /// The user's version now, read in the same statement as the changes.
+    public var version: UserVersion
+    /// The version the changes are counted from, and the week they are counted in.
+    public var since: Int64
+    public var week: IsoWeek
+    /// A category or habit (or a habit's targets) was written since: the week must be read anew.
+    public var reshaped: Bool
+    /// The whole count of each habit's day of `week` on which an entry was added or removed since.
+    public var dayCounts: [DayCount]
+
+    /// `data` (read as of `since`, in `week` and the same zone) brought up to `version`, or `nil` when it must be read
+    /// anew. A count of a habit the view does not show is left out: entries of a habit not live in the week move its
+    /// first week, which stamps the habit (and makes the changes `reshaped`).
+    public func applied(to data: WeekViewData, readAs dataVersion: UserVersion, in dataWeek: IsoWeek) -> WeekViewData? {
+        guard !reshaped, dataVersion.changeSequence == since, dataVersion.zoneName == version.zoneName, dataWeek == week
+        else { return nil }
+        var data = data
+        for change in dayCounts where (0..<7).contains(change.day) {
+            data.dayCounts[change.habitID]?[change.day] = change.count
+        }
+        return data
+    }
+}
+
 extension HabitsStore {
     /// The user's live categories, then the habits live in `week` with their entries' days. `zone` is the one the
     /// caller read with the user's version (``userVersion(_:now:)``), which picked the week.
@@ -56,6 +89,40 @@ extension HabitsStore {
             WHERE u.user_id = \(userID) ORDER BY h.created_seq
             """, user: { try $0.decode("time_zone", as: String.self) }, HabitRecord.init(row:)
         ).map { (zoneName: $0.user, habits: $0.records) }
+    }
+
+    /// The user's version and what changed in `week` since change-sequence value `since` (the version of a week view
+    /// the caller keeps), in one statement: whether a category or habit was written since (its rows, or a habit's
+    /// targets, carry the value of every write to them), and for each day of the week on which an entry was added or
+    /// removed since, that habit's whole count of the day. `nil` for a user the service does not hold.
+    ///
+    /// The changed entries are found through `entries_changes` in a subquery of their own (`OFFSET 0`, as in
+    /// ``weekCounts(user:from:through:changedSince:)``), so a check-in since costs one count of one day.
+    public func weekViewChanges(user userID: UUID, week: IsoWeek, since: Int64) async throws -> WeekViewChanges? {
+        let rows = try await pool.query(
+            """
+            SELECT u.time_zone, u.change_seq, \
+            EXISTS (SELECT 1 FROM habits WHERE user_id = \(userID) AND change_seq > \(since)) \
+            OR EXISTS (SELECT 1 FROM categories WHERE user_id = \(userID) AND change_seq > \(since)) AS reshaped, \
+            c.habit_id, c.day, c.count FROM users u LEFT JOIN LATERAL ( \
+            SELECT t.habit_id, t.local_date - \(week.monday) AS day, (SELECT count(*) FROM entries e \
+            WHERE e.user_id = \(userID) AND e.habit_id = t.habit_id AND e.local_date = t.local_date \
+            AND e.deleted_at IS NULL) AS count \
+            FROM (SELECT DISTINCT habit_id, local_date FROM (SELECT habit_id, local_date FROM entries \
+            WHERE user_id = \(userID) AND change_seq > \(since) OFFSET 0) changed \
+            WHERE local_date BETWEEN \(week.monday) AND \(week.sunday)) t) c ON true \
+            WHERE u.user_id = \(userID)
+            """)
+        guard let userRow = rows.first else { return nil }
+        var changes = WeekViewChanges(
+            version: UserVersion(zoneName: try userRow.decode(0), changeSequence: try userRow.decode(1)),
+            since: since, week: week, reshaped: try userRow.decode(2), dayCounts: [])
+        for row in rows {
+            guard let habitID = try row.decode(3, as: UUID?.self) else { continue }
+            changes.dayCounts.append(
+                .init(habitID: habitID, day: Int(try row.decode(4, as: Int32.self)), count: Int(try row.decode(5, as: Int64.self))))
+        }
+        return changes
     }
 
     /// Habits live at some time in `first...last`, per user, ordered by creation. Which weeks each one counts in is
