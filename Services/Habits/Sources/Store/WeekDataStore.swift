@@ -97,13 +97,14 @@ extension HabitsStore {
     /// removed since, that habit's whole count of the day. `nil` for a user the service does not hold.
     ///
     /// The changed entries are found through `entries_changes` in a subquery of their own (`OFFSET 0`, as in
-    /// ``weekCounts(user:from:through:changedSince:)``), so a check-in since costs one count of one day.
+    /// ``weekCounts(user:from:through:changedSince:)``), so a check-in since costs one count of one day; while the
+    /// version stands, the habits and categories are not looked at (the `EXISTS` are evaluated only when asked).
     public func weekViewChanges(user userID: UUID, week: IsoWeek, since: Int64) async throws -> WeekViewChanges? {
         let rows = try await pool.query(
             """
-            SELECT u.time_zone, u.change_seq, \
-            EXISTS (SELECT 1 FROM habits WHERE user_id = \(userID) AND change_seq > \(since)) \
-            OR EXISTS (SELECT 1 FROM categories WHERE user_id = \(userID) AND change_seq > \(since)) AS reshaped, \
+            SELECT u.time_zone, u.change_seq, u.change_seq > \(since) \
+            AND (EXISTS (SELECT 1 FROM habits WHERE user_id = \(userID) AND change_seq > \(since)) \
+            OR EXISTS (SELECT 1 FROM categories WHERE user_id = \(userID) AND change_seq > \(since))) AS reshaped, \
             c.habit_id, c.day, c.count FROM users u LEFT JOIN LATERAL ( \
             SELECT t.habit_id, t.local_date - \(week.monday) AS day, (SELECT count(*) FROM entries e \
             WHERE e.user_id = \(userID) AND e.habit_id = t.habit_id AND e.local_date = t.local_date \
