@@ -235,6 +235,58 @@ struct WeekViewCacheTests {
         }
     }
 
+    @Test("every write to a habit, and a zone change, on one replica shows in the next score history on another")
+    func scoreHistoryAfterHabitWrites() async throws {
+        let user = try await TestUser()
+        // 20:00 UTC on Sunday 2026-03-22 (week 12) is already Monday of week 13 on Kiritimati (UTC+14).
+        try user.setNow("2026-03-22T20:00:00Z")
+        let habit = try await user.createHabit("Run", target: 1)
+        let habitID = try #require(UUID(uuidString: habit.id))
+        try await Self.withReplica(user) { replica in
+            /// The last three weeks of the range asked as "week: met/total" on the replica, which must answer as the
+            /// shared host does.
+            func history(
+                through end: Int32? = nil, sourceLocation: SourceLocation = #_sourceLocation
+            ) async throws -> [String] {
+                let request = Habitflow_Habits_V1_GetScoreHistoryRequest.with {
+                    if let end { $0.endWeek = isoWeek(2026, end) }
+                }
+                let weeks = try await replica.getScoreHistory(request, options: user.options).weeks
+                let shared = try await user.api.getScoreHistory(request, options: user.options).weeks
+                #expect(weeks == shared, "the replicas disagree", sourceLocation: sourceLocation)
+                return weeks.suffix(3).map { "\($0.week.week): \($0.score.metHabits)/\($0.score.totalHabits)" }
+            }
+            #expect(try await history() == ["10: 0/0", "11: 0/0", "12: 0/1"])
+            try await user.markDone(habit)
+            #expect(try await history() == ["10: 0/0", "11: 0/0", "12: 1/1"])
+
+            // A change behind the service's back (no change-sequence value): the replica scores with the habits it
+            // kept through a check-in, which moves the user's version but not the habits'.
+            try await user.fixture.pool.execute(
+                "UPDATE habit_targets SET weekly_target = 2 WHERE habit_id = \(habitID)")
+            try await user.markNotDone(habit)
+            try await user.markDone(habit)
+            let kept = try await replica.getScoreHistory(.init(), options: user.options).weeks
+            #expect(kept.last.map { "\($0.score.metHabits)/\($0.score.totalHabits)" } == "1/1")
+
+            let second = try await user.createHabit("Read", target: 1)
+            #expect(try await history() == ["10: 0/0", "11: 0/0", "12: 0/2"])
+            _ = try await user.updateTarget(habit, to: 1)
+            #expect(try await history() == ["10: 0/0", "11: 0/0", "12: 1/2"])
+            _ = try await user.delete(second)
+            #expect(try await history() == ["10: 0/0", "11: 0/0", "12: 1/1"])
+
+            // The replica's hint is UTC, where week 13 has not begun: the range is checked in the stored zone.
+            try await user.setTimeZone("Pacific/Kiritimati")
+            #expect(try await history(through: 13) == ["11: 0/0", "12: 1/1", "13: 0/1"])
+            try await user.setTimeZone("UTC", changedAt: Date().addingTimeInterval(1))
+            #expect(try await history() == ["10: 0/0", "11: 0/0", "12: 1/1"])
+            try await user.setTimeZone("Pacific/Kiritimati", changedAt: Date().addingTimeInterval(2))
+            #expect(try await history() == ["11: 0/0", "12: 1/1", "13: 0/1"])
+            await expectError(.invalidArgument, field: "end_week") { _ = try await history(through: 14) }
+        }
+    }
+
     @Test("every entry written on one replica, on any day of the kept week or before it, shows in the next week view on another")
     func weekViewAfterEntryWrites() async throws {
         let user = try await TestUser()
@@ -325,6 +377,39 @@ struct WeekViewCacheTests {
             #expect(try await markDone().date == date(2026, 1, 14))
             let week = try await replica.getWeek(.init(), options: user.options)
             #expect(TestUser.progress(of: habit, in: week) == "3/7")
+        }
+    }
+
+    @Test("a removal after a zone change on another replica removes the day's entries in the new zone")
+    func removalAfterZoneChange() async throws {
+        let user = try await TestUser()
+        // 20:00 UTC on Wednesday 2026-01-14 is already Thursday the 15th on Kiritimati (UTC+14).
+        try user.setNow("2026-01-14T20:00:00Z")
+        let habit = try await user.createHabit("Meditate")
+        try await Self.withReplica(user) { replica in
+            func markNotDone(on date: ProtoDate? = nil) async throws -> Int32 {
+                try await replica.markHabitNotDone(
+                    .with {
+                        $0.habitID = habit.id
+                        if let date { $0.date = date }
+                    }, options: user.options
+                ).removedEntries
+            }
+            // The replica now remembers the zone (UTC).
+            #expect(try await replica.markHabitDone(.with { $0.habitID = habit.id }, options: user.options).date
+                == date(2026, 1, 14))
+            try await user.setTimeZone("Pacific/Kiritimati")
+            try await user.markDone(habit)  // the 15th, through the other replica
+
+            // Today is the 15th now: the replica's remembered UTC would have removed the 14th's check-in.
+            #expect(try await markNotDone() == 1)
+            #expect(try await markNotDone(on: date(2026, 1, 14)) == 1)
+            #expect(try await markNotDone(on: date(2026, 1, 14)) == 0)
+
+            try await user.setTimeZone("UTC", changedAt: Date().addingTimeInterval(1))
+            // The replica remembers Kiritimati; the stored zone is UTC again, where the 15th is still the future.
+            await expectError(.invalidArgument, field: "date") { _ = try await markNotDone(on: date(2026, 1, 15)) }
+            #expect(try await markNotDone() == 0)
         }
     }
 }

@@ -27,7 +27,8 @@ public enum HabitsServiceDefinition {
             return [
                 HabitsServiceHandler(
                     store: store, clock: clock, weekViews: weekViews, habitLists: HabitListCache(),
-                    scoreHistoryCounts: WeekCountCache(capacity: 4_096), zoneHints: UserZoneHints()),
+                    scoreHistoryCounts: WeekCountCache(capacity: 4_096),
+                    scoreHistoryHabits: ScoredHabitsCache(capacity: 4_096), zoneHints: UserZoneHints()),
                 HabitsInternalHandler(
                     store: store, clock: clock, weeklyScores: WeeklyScoreCache(), weekViews: weekViews),
                 EventSubscriberService(pool: runtime.pool, consumer: UserEvents.consumer, apply: events.apply),

@@ -15,6 +15,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
     let weekViews: WeekViewCache
     let habitLists: HabitListCache
     let scoreHistoryCounts: WeekCountCache
+    let scoreHistoryHabits: ScoredHabitsCache
     let zoneHints: UserZoneHints
 
     static let habitPageSizes = PageSizeRule(defaultSize: 50, maximum: 200)
@@ -230,44 +231,10 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         try validator.check()
         let userID = try CallerIdentity.requireUser()
         let now = clock.now
-        // With the zone remembered from an earlier call, a check-in is one statement, which writes only while the
-        // stored zone is still that one; otherwise the day is worked out again in the zone stored now.
-        var zone: (name: String, isHint: Bool)
-        if let hint = zoneHints.zoneName(of: userID) {
-            zone = (hint, true)
-        } else {
-            zone = (try await storedZoneName(userID, now: now), false)
-        }
-        for _ in 0..<Self.markDoneAttempts {
-            let userZone = UserTimeZone.stored(zone.name)
-            let today = userZone.localDate(at: now)
-            if zone.isHint, let date, date > today {
-                // A date is refused on the stored zone only, never on a hint.
-                zone = (try await storedZoneName(userID, now: now), false)
-                continue
-            }
-            let day = try self.day(date, today: today, zone: userZone)
-            switch try await store.markDone(
-                user: userID, habit: habitID, entry: entryID, date: day, value: value, now: now, zoneName: zone.name)
-            {
-            case .marked(let entry):
-                return entry.proto
-            case .zoneChanged(let storedZoneName):
-                zoneHints.remember(storedZoneName, for: userID)
-                zone = (storedZoneName, false)
-            }
-        }
-        throw RPCError(.aborted, "the user's time zone kept changing during the check-in; retry it")
-    }
-
-    /// A check-in reads the zone again when it changed under it; this many tries before giving up with ABORTED.
-    static let markDoneAttempts = 3
-
-    /// The user's stored zone name (the user is created when new), remembered for the next check-in.
-    private func storedZoneName(_ userID: UUID, now: Date) async throws -> String {
-        let zoneName = try await store.userVersion(userID, now: now).zoneName
-        zoneHints.remember(zoneName, for: userID)
-        return zoneName
+        return try await writeOnUsersDay(userID, date: date, now: now) { day, zoneName in
+            try await store.markDone(
+                user: userID, habit: habitID, entry: entryID, date: day, value: value, now: now, zoneName: zoneName)
+        }.proto
     }
 
     func markHabitNotDone(
@@ -277,11 +244,55 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         let habitID = validator.id(request.habitID, field: "habit_id")
         let date = request.hasDate ? validator.date(request.date, field: "date") : nil
         try validator.check()
-        let user = try await caller()
+        let userID = try CallerIdentity.requireUser()
         let now = clock.now
-        let day = try self.day(date, today: user.zone.localDate(at: now), zone: user.zone)
-        let removed = try await store.markNotDone(user: user.id, habit: habitID, date: day, now: now)
+        let removed = try await writeOnUsersDay(userID, date: date, now: now) { day, zoneName in
+            try await store.markNotDone(user: userID, habit: habitID, date: day, now: now, zoneName: zoneName)
+        }
         return .with { $0.removedEntries = Int32(removed) }
+    }
+
+    /// Runs `write` for `date` (today when `nil`, in the user's zone). With the zone remembered from an earlier call a
+    /// check-in or its removal is one statement, which writes only while the stored zone is still that one;
+    /// otherwise the day is worked out again in the zone stored now.
+    private func writeOnUsersDay<Value: Sendable>(
+        _ userID: UUID, date: LocalDate?, now: Date,
+        _ write: (_ day: LocalDate, _ zoneName: String) async throws -> HabitsStore.DayWriteOutcome<Value>
+    ) async throws -> Value {
+        var zone: (name: String, isHint: Bool)
+        if let hint = zoneHints.zoneName(of: userID) {
+            zone = (hint, true)
+        } else {
+            zone = (try await storedZoneName(userID, now: now), false)
+        }
+        for _ in 0..<Self.dayWriteAttempts {
+            let userZone = UserTimeZone.stored(zone.name)
+            let today = userZone.localDate(at: now)
+            if zone.isHint, let date, date > today {
+                // A date is refused on the stored zone only, never on a hint.
+                zone = (try await storedZoneName(userID, now: now), false)
+                continue
+            }
+            switch try await write(try day(date, today: today, zone: userZone), zone.name) {
+            case .written(let value):
+                return value
+            case .zoneChanged(let storedZoneName):
+                zoneHints.remember(storedZoneName, for: userID)
+                zone = (storedZoneName, false)
+            }
+        }
+        throw RPCError(.aborted, "the user's time zone kept changing during the write; retry it")
+    }
+
+    /// A check-in (or its removal) reads the zone again when it changed under it; this many tries before giving up
+    /// with ABORTED.
+    static let dayWriteAttempts = 3
+
+    /// The user's stored zone name (the user is created when new), remembered for the next check-in.
+    private func storedZoneName(_ userID: UUID, now: Date) async throws -> String {
+        let zoneName = try await store.userVersion(userID, now: now).zoneName
+        zoneHints.remember(zoneName, for: userID)
+        return zoneName
     }
 
     /// The day a check-in is for: the given one, which must not be after the user's today, or today.
@@ -380,37 +391,63 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
             }
             return (first, last)
         }
-        // The user's zone decides the current week, but the habits come with the zone in one statement: they are read
-        // for the weeks around the range in any zone (the current week is UTC's or the one before or after it), a
-        // superset the tallies filter week by week (`HabitRecord.isLive(in:)`).
-        let lastAround = requestedEnd ?? IsoWeek(containing: UserTimeZone.utc.localDate(at: now))
-        let widest = (
-            first: (requestedStart ?? lastAround.adding(weeks: 1 - Self.defaultHistoryWeeks)).adding(weeks: -1),
-            last: lastAround.adding(weeks: 1))
-        var stored = try await store.zoneAndHabits(of: userID, liveBetween: widest.first, and: widest.last)
-        if stored == nil {
-            // A user the service has not seen is created (a deleted account refused); then they are known.
-            _ = try await caller()
-            stored = try await store.zoneAndHabits(of: userID, liveBetween: widest.first, and: widest.last)
+        // The user's zone decides the current week. With the zone they had last time (a hint), one statement usually
+        // answers: the counts, read with the stored zone and the habit-list version, and the habits kept from an
+        // earlier history while that version stands. Without a hint (or when the hint's week refuses the range) the
+        // habits come with the zone first, read for the weeks around the range in any zone (the current week is
+        // UTC's or the one before or after it), a superset the tallies filter week by week (`HabitRecord.isLive(in:)`).
+        func currentWeek(in zoneName: String) -> IsoWeek {
+            IsoWeek(containing: UserTimeZone.stored(zoneName).localDate(at: now))
         }
-        guard let stored else { throw HabitsError.accountDeleted(userID) }
-        let zone = UserTimeZone.stored(stored.zoneName)
-        zoneHints.remember(zone.name, for: userID)
-        let (first, last) = try range(current: IsoWeek(containing: zone.localDate(at: now)))
-        let habits = stored.habits
+        var zoneName: String
+        var weeks: (first: IsoWeek, last: IsoWeek)
+        var habits: [HabitRecord]?
+        if let hinted = zoneHints.zoneName(of: userID), let hintedWeeks = try? range(current: currentWeek(in: hinted)) {
+            (zoneName, weeks) = (hinted, hintedWeeks)
+        } else {
+            let lastAround = requestedEnd ?? IsoWeek(containing: UserTimeZone.utc.localDate(at: now))
+            let widest = (
+                first: (requestedStart ?? lastAround.adding(weeks: 1 - Self.defaultHistoryWeeks)).adding(weeks: -1),
+                last: lastAround.adding(weeks: 1))
+            var stored = try await store.zoneAndHabits(of: userID, liveBetween: widest.first, and: widest.last)
+            if stored == nil {
+                // A user the service has not seen is created (a deleted account refused); then they are known.
+                _ = try await caller()
+                stored = try await store.zoneAndHabits(of: userID, liveBetween: widest.first, and: widest.last)
+            }
+            guard let stored else { throw HabitsError.accountDeleted(userID) }
+            zoneName = stored.zoneName
+            weeks = try range(current: currentWeek(in: stored.zoneName))
+            habits = stored.habits
+        }
+        var counted = try await weekCounts(of: userID, from: weeks.first, through: weeks.last)
+        if counted.zoneName != zoneName {
+            // The zone changed since it was read or hinted: the current week may be another, and so the range.
+            zoneName = counted.zoneName
+            let actual = try range(current: currentWeek(in: zoneName))
+            if actual != weeks {
+                weeks = actual
+                counted = try await weekCounts(of: userID, from: weeks.first, through: weeks.last)
+            }
+        }
+        zoneHints.remember(counted.zoneName, for: userID)
+        let (first, last) = weeks
+        let scored: [HabitRecord]
+        if let habits {
+            scored = habits
+        } else {
+            scored = try await scoredHabits(of: userID, from: first, through: last, version: counted.habitListVersion)
+        }
 
         var completions: [Int: [UUID: Int]] = [:]  // by the week's Monday, in days since 1970-01-01
-        if !habits.isEmpty {
-            // Counts of habits not scored here (deleted before the range) are never looked up.
-            for count in try await weekCounts(of: userID, from: first, through: last).counts {
-                completions[Int(count.monday), default: [:]][count.habitID] = Int(count.count)
-            }
+        for count in counted.counts.counts {
+            completions[Int(count.monday), default: [:]][count.habitID] = Int(count.count)
         }
         return .with {
             $0.weeks = (0...first.weeks(until: last)).map { offset in
                 let week = first.adding(weeks: offset)
                 let counted = completions[week.monday.daysSinceEpoch] ?? [:]
-                let score = WeeklyScore(WeekTallies.tallies(of: habits, in: week, completions: counted))
+                let score = WeeklyScore(WeekTallies.tallies(of: scored, in: week, completions: counted))
                 return .with {
                     $0.week = week.proto
                     $0.weekName = week.description
@@ -421,19 +458,33 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         }
     }
 
-    /// The user's live entries counted per habit and week of `first...last`: the counts kept from their last score
-    /// history of the same weeks, brought up to date with the weeks changed since (usually this week's, after a
-    /// check-in), or all of them read.
-    private func weekCounts(of userID: UUID, from first: IsoWeek, through last: IsoWeek) async throws -> WeekCounts {
+    /// The user's live entries counted per habit and week of `first...last`, with their stored zone and habit-list
+    /// version: the counts kept from their last score history of the same weeks, brought up to date with the weeks
+    /// changed since (usually this week's, after a check-in), or all of them read.
+    private func weekCounts(
+        of userID: UUID, from first: IsoWeek, through last: IsoWeek
+    ) async throws -> ScoreHistoryCounts {
         let weeks = WeekRange(first: first, last: last)
         let kept = scoreHistoryCounts.answer(of: userID, for: weeks)
         guard
-            let read = try await store.weekCounts(
+            var read = try await store.weekCounts(
                 user: userID, from: first.monday, through: last.sunday, changedSince: kept?.asOf)
         else { throw HabitsError.accountDeleted(userID) }
-        let counts = kept?.updated(with: read) ?? read
-        if counts.asOf != kept?.asOf { scoreHistoryCounts.store(counts, of: userID, for: weeks) }
-        return counts
+        if let kept { read.counts = kept.updated(with: read.counts) }
+        if read.counts.asOf != kept?.asOf { scoreHistoryCounts.store(read.counts, of: userID, for: weeks) }
+        return read
+    }
+
+    /// The habits live at some time in `first...last`: kept from the user's last score history of the same weeks
+    /// while their habit-list version is `version` (read before), or read and kept.
+    private func scoredHabits(
+        of userID: UUID, from first: IsoWeek, through last: IsoWeek, version: Int64
+    ) async throws -> [HabitRecord] {
+        let key = ScoredHabitsKey(version: version, weeks: WeekRange(first: first, last: last))
+        if let kept = scoreHistoryHabits.answer(of: userID, for: key) { return kept }
+        let habits = try await store.habits(of: [userID], liveBetween: first, and: last)[userID] ?? []
+        scoreHistoryHabits.store(habits, of: userID, for: key)
+        return habits
     }
 
     private func requireNotAfter(_ week: IsoWeek, _ current: IsoWeek, field: String) throws {

@@ -180,3 +180,14 @@ struct WeekRange: Hashable, Sendable {
     var first: IsoWeek
     var last: IsoWeek
 }
+
+/// The habits users' score histories were scored with, kept under the user's habit-list version
+/// (``HabitsStore/habitListVersion(_:)``), which the counting statement reads too
+/// (``HabitsStore/weekCounts(user:from:through:changedSince:)``): a check-in leaves it, so a history after one is that
+/// statement alone. One range per user, for at most 4,096 users (a few KB each with 15 habits).
+typealias ScoredHabitsCache = UserAnswerCache<ScoredHabitsKey, [HabitRecord]>
+
+struct ScoredHabitsKey: Hashable, Sendable {
+    var version: Int64
+    var weeks: WeekRange
+}

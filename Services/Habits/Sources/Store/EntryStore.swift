@@ -41,6 +41,14 @@ public struct WeekCounts: Sendable {
     }
 }
 
+/// What ``HabitsStore/weekCounts(user:from:through:changedSince:)`` reads in its one statement: the counts, and the
+/// user's stored zone and habit-list version as of the same snapshot.
+public struct ScoreHistoryCounts: Sendable {
+    public var zoneName: String
+    public var habitListVersion: Int64
+    public var counts: WeekCounts
+}
+
 /// Entries of one habit in one ISO week.
 public struct WeekTotal: Sendable, Hashable {
     public var habitID: UUID
@@ -50,9 +58,10 @@ public struct WeekTotal: Sendable, Hashable {
 }
 
 extension HabitsStore {
-    /// What ``markDone(user:habit:entry:date:value:now:zoneName:)`` did.
-    public enum MarkDoneOutcome: Sendable {
-        case marked(EntryRecord)
+    /// What a write for a day of the user's (``markDone(user:habit:entry:date:value:now:zoneName:)``,
+    /// ``markNotDone(user:habit:date:now:zoneName:)``) did.
+    public enum DayWriteOutcome<Value: Sendable>: Sendable {
+        case written(Value)
         /// Nothing was written: the user's stored zone is no longer `zoneName`, so `date` may not be what the caller
         /// meant by "today". The caller computes the day again in the zone stored now.
         case zoneChanged(storedZoneName: String)
@@ -72,7 +81,7 @@ extension HabitsStore {
     public func markDone(
         user userID: UUID, habit habitID: UUID, entry entryID: UUID?, date: LocalDate, value: Decimal, now: Date,
         zoneName: String
-    ) async throws -> MarkDoneOutcome {
+    ) async throws -> DayWriteOutcome<EntryRecord> {
         let inserted = try await pool.queryRow(
             """
             WITH habit AS (SELECT id FROM habits WHERE user_id = \(userID) AND id = \(habitID) AND deleted_at IS NULL \
@@ -84,7 +93,7 @@ extension HabitsStore {
             \(now), sequence.change_seq FROM habit, sequence \
             ON CONFLICT (user_id, id) DO NOTHING RETURNING *
             """)
-        if let inserted { return .marked(try EntryRecord(row: inserted)) }
+        if let inserted { return .written(try EntryRecord(row: inserted)) }
         // Why nothing was written, in the order the statement checks: the user, their zone, a retry, the habit.
         guard let user = try await pool.queryRow("SELECT time_zone FROM users WHERE user_id = \(userID)") else {
             throw HabitsError.accountDeleted(userID)
@@ -94,7 +103,7 @@ extension HabitsStore {
         if let entryID, let existing = try await pool.queryRow(
             "SELECT * FROM entries WHERE user_id = \(userID) AND id = \(entryID)")
         {
-            return .marked(try EntryRecord(row: existing))
+            return .written(try EntryRecord(row: existing))
         }
         guard
             let habit = try await pool.queryRow(
@@ -112,7 +121,7 @@ extension HabitsStore {
     private func markDoneBeforeFirstWeek(
         user userID: UUID, habit habitID: UUID, entry entryID: UUID?, date: LocalDate, value: Decimal, now: Date,
         zoneName: String
-    ) async throws -> MarkDoneOutcome {
+    ) async throws -> DayWriteOutcome<EntryRecord> {
         try await write(user: userID) { transaction, sequence in
             let storedZoneName = try required(
                 try await transaction.queryRow("SELECT time_zone FROM users WHERE user_id = \(userID)")
@@ -121,7 +130,7 @@ extension HabitsStore {
             if let entryID, let existing = try await transaction.queryRow(
                 "SELECT * FROM entries WHERE user_id = \(userID) AND id = \(entryID)")
             {
-                return .marked(try EntryRecord(row: existing))
+                return .written(try EntryRecord(row: existing))
             }
             guard let current = try await habit(transaction, user: userID, id: habitID) else {
                 throw HabitsError.habitNotFound(habitID)
@@ -134,27 +143,37 @@ extension HabitsStore {
                 \(now), \(sequence)) RETURNING *
                 """)
             try await moveFirstWeekBack(transaction, user: userID, to: [habitID: date], sequence: sequence, now: now)
-            return .marked(try EntryRecord(row: try required(inserted)))
+            return .written(try EntryRecord(row: try required(inserted)))
         }
     }
 
-    /// Tombstones every entry of a live habit on `date`; returns how many there were.
-    public func markNotDone(user userID: UUID, habit habitID: UUID, date: LocalDate, now: Date) async throws -> Int {
+    /// Tombstones every entry of a live habit on `date`, provided the user's stored zone is still `zoneName` (as in
+    /// ``markDone(user:habit:entry:date:value:now:zoneName:)``); how many there were. One statement when there were
+    /// some.
+    public func markNotDone(
+        user userID: UUID, habit habitID: UUID, date: LocalDate, now: Date, zoneName: String
+    ) async throws -> DayWriteOutcome<Int> {
         let removed = try await pool.query(
             """
             WITH day AS (SELECT e.id FROM entries e JOIN habits h ON h.user_id = e.user_id AND h.id = e.habit_id \
             WHERE e.user_id = \(userID) AND e.habit_id = \(habitID) AND e.local_date = \(date) \
             AND e.deleted_at IS NULL AND h.deleted_at IS NULL), \
             sequence AS (UPDATE users SET change_seq = change_seq + 1 \
-            WHERE user_id = \(userID) AND EXISTS (SELECT FROM day) RETURNING change_seq) \
+            WHERE user_id = \(userID) AND time_zone = \(zoneName) AND EXISTS (SELECT FROM day) RETURNING change_seq) \
             UPDATE entries e SET deleted_at = \(now), change_seq = sequence.change_seq FROM sequence \
             WHERE e.user_id = \(userID) AND e.id IN (SELECT id FROM day) AND e.deleted_at IS NULL RETURNING e.id
             """
         ).count
-        if removed > 0 { return removed }
+        if removed > 0 { return .written(removed) }
+        // Why nothing was removed, in the order the statement checks: the user, their zone, the habit.
+        guard let user = try await pool.queryRow("SELECT time_zone FROM users WHERE user_id = \(userID)") else {
+            throw HabitsError.accountDeleted(userID)
+        }
+        let storedZoneName = try user.decode(0, as: String.self)
+        if storedZoneName != zoneName { return .zoneChanged(storedZoneName: storedZoneName) }
         guard let habit = try await habit(user: userID, id: habitID) else { throw HabitsError.habitNotFound(habitID) }
         if habit.isDeleted { throw HabitsError.habitDeleted(habitID) }
-        return 0
+        return .written(0)
     }
 
     /// Live entries in `first...last` (of one habit, or all), ordered by date, then id, after `position`.
@@ -227,18 +246,23 @@ extension HabitsStore {
     /// after it, each counted whole (0 when emptied): found through `entries_changes`, so a check-in since costs one
     /// week whatever the range. `nil` for a user the service does not hold.
     ///
+    /// The same statement answers the user's stored zone and habit-list version (``habitListVersion(_:)``, one
+    /// backward index step), so that a score history whose habits are kept is this one statement.
+    ///
     /// The entries changed since are read in a subquery of their own (`OFFSET 0` keeps the planner from merging it):
     /// with the date range beside `change_seq > $n` the generic plan scanned the user's entries of the range by date
     /// and filtered them (0.45 ms for 400 entries when none had changed), where `entries_changes` finds none at once.
     public func weekCounts(
         user userID: UUID, from first: LocalDate, through last: LocalDate, changedSince since: Int64? = nil
-    ) async throws -> WeekCounts? {
-        // The user's row answers the value even when nothing was counted; a user without one gets no row.
+    ) async throws -> ScoreHistoryCounts? {
+        // The user's row answers the values even when nothing was counted; a user without one gets no row.
         let rows =
             if let since {
                 try await pool.query(
                     """
-                    SELECT u.change_seq, c.* FROM users u LEFT JOIN LATERAL ( \
+                    SELECT u.change_seq, u.time_zone, \
+                    coalesce((SELECT max(change_seq) FROM habits WHERE user_id = u.user_id), 0), c.* \
+                    FROM users u LEFT JOIN LATERAL ( \
                     SELECT t.habit_id, t.monday, (SELECT count(*) FROM entries e WHERE e.user_id = \(userID) \
                     AND e.habit_id = t.habit_id AND e.local_date BETWEEN t.monday AND t.monday + 6 \
                     AND e.deleted_at IS NULL) AS count \
@@ -251,7 +275,9 @@ extension HabitsStore {
             } else {
                 try await pool.query(
                     """
-                    SELECT u.change_seq, c.* FROM users u LEFT JOIN LATERAL ( \
+                    SELECT u.change_seq, u.time_zone, \
+                    coalesce((SELECT max(change_seq) FROM habits WHERE user_id = u.user_id), 0), c.* \
+                    FROM users u LEFT JOIN LATERAL ( \
                     SELECT habit_id, local_date - (local_date - date '0001-01-01') % 7 AS monday, count(*) AS count \
                     FROM entries WHERE user_id = \(userID) AND local_date BETWEEN \(first) AND \(last) \
                     AND deleted_at IS NULL GROUP BY habit_id, monday) c ON true \
@@ -261,13 +287,14 @@ extension HabitsStore {
         guard let userRow = rows.first else { return nil }
         var counts = WeekCounts(asOf: try userRow.decode(0), counts: [])
         for row in rows {
-            guard let habitID = try row.decode(1, as: UUID?.self) else { continue }
+            guard let habitID = try row.decode(3, as: UUID?.self) else { continue }
             counts.counts.append(
                 .init(
-                    habitID: habitID, monday: Int32(try row.decode(2, as: LocalDate.self).daysSinceEpoch),
-                    count: Int32(try row.decode(3, as: Int64.self))))
+                    habitID: habitID, monday: Int32(try row.decode(4, as: LocalDate.self).daysSinceEpoch),
+                    count: Int32(try row.decode(5, as: Int64.self))))
         }
-        return counts
+        return ScoreHistoryCounts(
+            zoneName: try userRow.decode(1), habitListVersion: try userRow.decode(2), counts: counts)
     }
 
     /// The whole totals of the weeks (within the range) in which an entry of `habitIDs` was added or removed after
