@@ -6,8 +6,8 @@
 //   Services/*        one folder per service executable; services depend on Shared, never the other way round
 //   Schemas/          .proto files (the API) and SQL migrations per service
 //   Tests/*           one test target per module, against real libraries, sockets and Postgres
-//   Benchmarks/       a package of its own (Benchmarks/Package.swift) on this one's products; not built here
-//   Tools/Fuzz/       libFuzzer targets, also a package of its own on this one's products (scripts/fuzz)
+//   Benchmarks/       benchmark clients (executables the Benchmarks/*.sh scripts run; they print figures, not tests)
+//   Tools/Fuzz/       libFuzzer targets, a package of its own on this one's products (scripts/fuzz)
 import PackageDescription
 
 /// Swift 6 language mode (strict concurrency checking) for every Swift target.
@@ -57,15 +57,15 @@ func serviceExecutable(name: String, library: String, folder: String) -> Target 
     executable(name, path: "Services/\(folder)/Main", dependencies: [.target(name: library), "HabitFlowServiceKit"])
 }
 
-/// The backend's modules exposed for the benchmarks and fuzzing packages (Benchmarks/Package.swift,
-/// Tools/Fuzz/Package.swift, which depend on this one by path and can only use products): exactly the modules they
-/// import. Not an API for apps.
-let toolProducts = [
-    "HabitFlowArchive", "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowBase64", "HabitFlowCalendar",
-    "HabitFlowCompression", "HabitFlowCrypto", "HabitFlowGatewayProtos", "HabitFlowGoals", "HabitFlowGoalsProtos",
-    "HabitFlowHabits", "HabitFlowHabitsProtos", "HabitFlowSocial", "HabitFlowSocialProtos", "HabitFlowHTTP2",
-    "HabitFlowInternalCredential", "HabitFlowLocking", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient",
-    "HabitFlowRPCServer", "HabitFlowServiceAPI", "HabitFlowServiceKit", "HabitFlowTokens",
+/// The backend's modules exposed for the fuzzing package (Tools/Fuzz/Package.swift, which depends on this one by path,
+/// builds with sanitizer flags of its own and can only use products): exactly the modules it imports. Not an API for
+/// apps.
+let fuzzingProducts = [
+    "HabitFlowArchive", "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowBase64", "HabitFlowCompression",
+    "HabitFlowCrypto", "HabitFlowGatewayProtos", "HabitFlowGoals", "HabitFlowGoalsProtos", "HabitFlowHabits",
+    "HabitFlowHabitsProtos", "HabitFlowSocial", "HabitFlowSocialProtos", "HabitFlowHTTP2", "HabitFlowLocking",
+    "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCServer", "HabitFlowServiceAPI", "HabitFlowServiceKit",
+    "HabitFlowTokens",
 ]
 
 /// A test target of `Tests/<name>`, with the package's Swift settings.
@@ -79,7 +79,7 @@ let package = Package(
     products: [
         // The client SDK for apps (Shared/SDK): sign-in, automatic token refresh, typed calls for every public RPC.
         .library(name: "HabitFlowSDK", targets: ["HabitFlowSDK"])
-    ] + toolProducts.map { .library(name: $0, targets: [$0]) },
+    ] + fuzzingProducts.map { .library(name: $0, targets: [$0]) },
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-protobuf.git", exact: "1.39.0"),
@@ -307,6 +307,57 @@ let package = Package(
                 "HabitFlowInternalCredential", argumentParser, histogram, logging, swiftProtobuf,
             ]),
         executable("habitflow-load", path: "Tools/Load/Main", dependencies: ["HabitFlowLoad"]),
+
+        // MARK: Benchmark clients (Benchmarks/): what the Benchmarks/*.sh scripts build in release and run; they print
+        // figures, they are not tests. Here rather than in a package of their own so that `scripts/test` compiles
+        // them on top of its own build (they cannot rot) instead of compiling the backend a second time.
+
+        // What the benchmarks share: CPU time of processes, a service's own latency histogram from its /metrics.
+        library(
+            "HabitFlowBenchmarkSupport", path: "Benchmarks/Support",
+            dependencies: ["HabitFlowInternalCredential", "HabitFlowRPC"]),
+        // Pool round trips next to pgbench (Benchmarks/postgres.sh).
+        executable(
+            "postgres-benchmark", path: "Benchmarks/PostgresBenchmark", dependencies: ["HabitFlowPostgres", logging]),
+        // Token issue/verify costs next to the bare signatures (Benchmarks/tokens.sh).
+        executable(
+            "tokens-benchmark", path: "Benchmarks/TokensBenchmark",
+            dependencies: ["HabitFlowBase64", "HabitFlowCrypto", "HabitFlowTokens"]),
+        // Logins per second (bcrypt cost 12) and a cheap RPC's p99 with and without login load (Benchmarks/auth.sh).
+        executable(
+            "auth-benchmark", path: "Benchmarks/AuthBenchmark",
+            dependencies: [
+                "HabitFlowAuth", "HabitFlowAuthProtos", "HabitFlowCrypto", "HabitFlowInternalCredential",
+                "HabitFlowRPC", "HabitFlowRPCClient", "HabitFlowServiceKit", logging, nioCore, nioPosix,
+            ]),
+        // Week view and mark-done latency for a user with five years of entries (Benchmarks/habits.sh).
+        executable(
+            "habits-benchmark", path: "Benchmarks/HabitsBenchmark",
+            dependencies: [
+                "HabitFlowBenchmarkSupport", "HabitFlowHabitsProtos", "HabitFlowInternalCredential",
+                "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", logging,
+            ]),
+        // Goals with progress for a user with 10 goals over 5 years of entries (Benchmarks/goals.sh).
+        executable(
+            "goals-benchmark", path: "Benchmarks/GoalsBenchmark",
+            dependencies: [
+                "HabitFlowBenchmarkSupport", "HabitFlowGoalsProtos", "HabitFlowHabitsProtos",
+                "HabitFlowInternalCredential", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", logging,
+            ]),
+        // The weekly leaderboard of a user with 100 friends (Benchmarks/social.sh).
+        executable(
+            "social-benchmark", path: "Benchmarks/SocialBenchmark",
+            dependencies: [
+                "HabitFlowBenchmarkSupport", "HabitFlowAuthProtos", "HabitFlowHabitsProtos", "HabitFlowSocialProtos",
+                "HabitFlowInternalCredential", "HabitFlowPostgres", "HabitFlowRPC", "HabitFlowRPCClient", logging,
+            ]),
+        // The same habits RPC directly and through the gateway (Benchmarks/gateway.sh).
+        executable(
+            "gateway-benchmark", path: "Benchmarks/GatewayBenchmark",
+            dependencies: [
+                "HabitFlowBenchmarkSupport", "HabitFlowHabitsProtos", "HabitFlowInternalCredential", "HabitFlowRPC",
+                "HabitFlowRPCClient", "HabitFlowSDK", logging,
+            ]),
 
         // MARK: Tests
 

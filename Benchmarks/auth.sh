@@ -5,7 +5,7 @@
 # Postgres 15 and prints its figures.
 #
 # Usage: Benchmarks/auth.sh      (BENCH_SECONDS=10 per phase, BENCH_LOGIN_CONCURRENCY=8;
-#                                 HABITFLOW_BENCHMARKS_SCRATCH_PATH = build folder)
+#                                 HABITFLOW_SCRATCH_PATH = build folder, default .build-release)
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
@@ -14,10 +14,10 @@ cd "$HABITFLOW_ROOT"
 seconds=${BENCH_SECONDS:-10}
 concurrency=${BENCH_LOGIN_CONCURRENCY:-8}
 
-log "building auth-benchmark (release, benchmarks package)"
-swift build -c release --package-path "$HABITFLOW_ROOT/Benchmarks" --product auth-benchmark \
-    --scratch-path "$HABITFLOW_BENCHMARKS_SCRATCH_PATH" >&2
-benchmark="$HABITFLOW_BENCHMARKS_SCRATCH_PATH/release/auth-benchmark"
+scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
+log "building auth-benchmark (release)"
+swift build -c release --product auth-benchmark --scratch-path "$scratch" >&2
+benchmark="$scratch/release/auth-benchmark"
 
 pg_workdir habitflow-authbench
 workdir=$PG_WORKDIR

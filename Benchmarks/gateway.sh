@@ -7,9 +7,7 @@
 # scripts/stack does) and nghttpx, runs `gateway-benchmark`, stops everything.
 #
 # Usage: Benchmarks/gateway.sh     (BENCH_SECONDS=8 per round and path, BENCH_ROUNDS=5, BENCH_CONCURRENCY=32;
-#                                   HABITFLOW_SCRATCH_PATH = the services' build folder,
-#                                   HABITFLOW_BENCHMARKS_SCRATCH_PATH = the benchmark's; BENCH_LOG_LEVEL=info for the
-#                                   services)
+#                                   HABITFLOW_SCRATCH_PATH = the build folder; BENCH_LOG_LEVEL=info for the services)
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
@@ -17,12 +15,9 @@ source "$HABITFLOW_ROOT/Benchmarks/lib/stack.sh"
 cd "$HABITFLOW_ROOT"
 
 "$HABITFLOW_ROOT/scripts/bootstrap" nghttp2-proxy  # nghttpx
-bench_build_release
+bench_build_release gateway-benchmark
 bin=$BENCH_BIN
-log "building gateway-benchmark (release, benchmarks package)"
-swift build -c release --package-path "$HABITFLOW_ROOT/Benchmarks" --product gateway-benchmark \
-    --scratch-path "$HABITFLOW_BENCHMARKS_SCRATCH_PATH" >&2
-benchmark="$HABITFLOW_BENCHMARKS_SCRATCH_PATH/release/gateway-benchmark"
+benchmark="$bin/gateway-benchmark"
 
 proxy_pid=
 # Runs before the throwaway cluster stops (pg_workdir): the proxy and the services go first.

@@ -8,9 +8,8 @@
 # CPU time per request of goals, habits, Postgres and the client. A last run lists after a check-in each time: every
 # list then derives all progress from five years of entries (habits' version changed), the cost without the cache.
 #
-# Usage: Benchmarks/goals.sh   (BENCH_SECONDS=10 per run; HABITFLOW_SCRATCH_PATH = the services' build folder,
-#                              HABITFLOW_BENCHMARKS_SCRATCH_PATH = the benchmark's; GOALS_BINARY = a habitflow-goals
-#                              built earlier, to compare it with the same client)
+# Usage: Benchmarks/goals.sh   (BENCH_SECONDS=10 per run; HABITFLOW_SCRATCH_PATH = the build folder;
+#                              GOALS_BINARY = a habitflow-goals built earlier, to compare it with the same client)
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
@@ -24,10 +23,9 @@ log "building habitflow-habits and habitflow-goals (release)"
 for product in habitflow-habits habitflow-goals; do
     swift build -c release --product "$product" --scratch-path "$scratch" >&2
 done
-log "building goals-benchmark (release, benchmarks package)"
-swift build -c release --package-path "$HABITFLOW_ROOT/Benchmarks" --product goals-benchmark \
-    --scratch-path "$HABITFLOW_BENCHMARKS_SCRATCH_PATH" >&2
-benchmark="$HABITFLOW_BENCHMARKS_SCRATCH_PATH/release/goals-benchmark"
+log "building goals-benchmark (release)"
+swift build -c release --product goals-benchmark --scratch-path "$scratch" >&2
+benchmark="$scratch/release/goals-benchmark"
 
 pids=()
 before_cleanup() {

@@ -10,8 +10,7 @@
 # Postgres: the ceiling no service can beat. Mark-done runs twice at concurrency 32: all calls
 # as one user (they queue on that user's row lock by design) and spread over 32 users (the realistic case).
 #
-# Usage: Benchmarks/habits.sh   (BENCH_SECONDS=10 per run; HABITFLOW_SCRATCH_PATH = the service's build folder,
-#                               HABITFLOW_BENCHMARKS_SCRATCH_PATH = the benchmark's; POOL_SIZE=10;
+# Usage: Benchmarks/habits.sh   (BENCH_SECONDS=10 per run; HABITFLOW_SCRATCH_PATH = the build folder; POOL_SIZE=10;
 #                               SERVICE_BINARY = a habitflow-habits built earlier, to compare it with the same client;
 #                               PG_URL_SUFFIX = appended to the service's database URL, e.g. '?options=-c%20...')
 set -euo pipefail
@@ -25,10 +24,9 @@ scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
 "$HABITFLOW_ROOT/scripts/bootstrap"
 log "building habitflow-habits (release)"
 swift build -c release --product habitflow-habits --scratch-path "$scratch" >&2
-log "building habits-benchmark (release, benchmarks package)"
-swift build -c release --package-path "$HABITFLOW_ROOT/Benchmarks" --product habits-benchmark \
-    --scratch-path "$HABITFLOW_BENCHMARKS_SCRATCH_PATH" >&2
-benchmark="$HABITFLOW_BENCHMARKS_SCRATCH_PATH/release/habits-benchmark"
+log "building habits-benchmark (release)"
+swift build -c release --product habits-benchmark --scratch-path "$scratch" >&2
+benchmark="$scratch/release/habits-benchmark"
 
 service_pid=
 before_cleanup() {

@@ -7,7 +7,7 @@
 # postmaster and its backends), from /proc over the measured window: the figures that transfer between a quiet and a
 # busy machine.
 #
-# Usage: Benchmarks/postgres.sh   (BENCH_SECONDS=10 per run, BENCH_ROUNDS=3; HABITFLOW_BENCHMARKS_SCRATCH_PATH =
+# Usage: Benchmarks/postgres.sh   (BENCH_SECONDS=10 per run, BENCH_ROUNDS=3; HABITFLOW_SCRATCH_PATH =
 #                                  build folder)
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
@@ -21,10 +21,10 @@ rows=100000
 pgbench=$(command -v pgbench || echo "$PG_BIN/pgbench")
 [[ -x "$pgbench" ]] || { echo "pgbench not found (Debian postgresql-contrib / postgresql-15)" >&2; exit 1; }
 
-log "building postgres-benchmark (release, benchmarks package)"
-swift build -c release --package-path "$HABITFLOW_ROOT/Benchmarks" --product postgres-benchmark \
-    --scratch-path "$HABITFLOW_BENCHMARKS_SCRATCH_PATH" >&2
-benchmark="$HABITFLOW_BENCHMARKS_SCRATCH_PATH/release/postgres-benchmark"
+scratch=${HABITFLOW_SCRATCH_PATH:-$HABITFLOW_ROOT/.build-release}
+log "building postgres-benchmark (release)"
+swift build -c release --product postgres-benchmark --scratch-path "$scratch" >&2
+benchmark="$scratch/release/postgres-benchmark"
 
 pg_workdir habitflow-pgbench
 workdir=$PG_WORKDIR

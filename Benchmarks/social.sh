@@ -8,9 +8,8 @@
 # (GetWeeklyScores) and to auth (GetUsers) per leaderboard from their own metrics (goal: one each), and the CPU time
 # per request of social, habits, auth, Postgres and the client; then the same board driven by h2load.
 #
-# Usage: Benchmarks/social.sh   (BENCH_SECONDS=10 per run; HABITFLOW_SCRATCH_PATH = the services' build folder,
-#                               HABITFLOW_BENCHMARKS_SCRATCH_PATH = the benchmark's; BENCH_NO_BUILD=1 to run what
-#                               is built)
+# Usage: Benchmarks/social.sh   (BENCH_SECONDS=10 per run; HABITFLOW_SCRATCH_PATH = the build folder;
+#                               BENCH_NO_BUILD=1 to run what is built)
 set -euo pipefail
 source "$(dirname "$0")/../scripts/lib/common.sh"
 source "$HABITFLOW_ROOT/scripts/lib/postgres.sh"
@@ -25,11 +24,10 @@ if [[ -z "${BENCH_NO_BUILD:-}" ]]; then
     for product in habitflow-auth habitflow-habits habitflow-social; do
         swift build -c release --product "$product" --scratch-path "$scratch" >&2
     done
-    log "building social-benchmark (release, benchmarks package)"
-    swift build -c release --package-path "$HABITFLOW_ROOT/Benchmarks" --product social-benchmark \
-        --scratch-path "$HABITFLOW_BENCHMARKS_SCRATCH_PATH" >&2
+    log "building social-benchmark (release)"
+    swift build -c release --product social-benchmark --scratch-path "$scratch" >&2
 fi
-benchmark="$HABITFLOW_BENCHMARKS_SCRATCH_PATH/release/social-benchmark"
+benchmark="$scratch/release/social-benchmark"
 
 pids=()
 before_cleanup() {

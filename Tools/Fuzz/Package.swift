@@ -1,8 +1,8 @@
 // swift-tools-version:6.1
 //
 // HabitFlow fuzz targets: libFuzzer harnesses (`LLVMFuzzerTestOneInput`) for the code that reads what clients send.
-// A package of its own, like Benchmarks/, on the main package's library products (by path): the main package's
-// build stays as it is, and `scripts/fuzz` builds this one in release with `--sanitize=fuzzer --sanitize=address`
+// A package of its own, on the main package's library products (by path): the main package's build stays as it is,
+// and `scripts/fuzz` builds this one in release with `--sanitize=fuzzer --sanitize=address`
 // into a folder of its own (.build-fuzz). Each target is one executable with no `main` (libFuzzer brings it); see
 // README.md for the targets, the seed corpus and how to run them.
 import PackageDescription

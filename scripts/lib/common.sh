@@ -8,11 +8,6 @@ HABITFLOW_PYTHON=${HABITFLOW_PYTHON:-/usr/bin/python3}
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# The benchmark clients are the benchmarks package's (Benchmarks/Package.swift, on this package by path). It builds
-# into a folder of its own: one scratch folder serves one root package. The Benchmarks/*.sh scripts build its release
-# products there; HABITFLOW_BENCHMARKS_SCRATCH_PATH chooses another folder.
-HABITFLOW_BENCHMARKS_SCRATCH_PATH=${HABITFLOW_BENCHMARKS_SCRATCH_PATH:-$HABITFLOW_ROOT/Benchmarks/.build-release}
-
 # pg_create_database DATA_DIR PORT DATABASE: creates the database (if missing) with the service roles and
 # schemas of Schemas/sql/roles.sql. Role passwords come from HABITFLOW_<SERVICE>_DB_PASSWORD.
 pg_create_database() {
