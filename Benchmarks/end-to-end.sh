@@ -187,6 +187,7 @@ cpu_ticks() {
     echo "$total"
 }
 peak_rss_mib() { awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+current_rss_kib() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 reset_peak_rss() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || true; }
 ticks_per_second=$(getconf CLK_TCK)
 processes=(gateway auth habits goals social postgres)
@@ -208,6 +209,9 @@ if $settle; then
 fi
 
 results=()
+# The gateway before any client connected (seeding goes straight to the services): a baseline of its memory per
+# connection.
+gateway_rss_at_start=$(current_rss_kib "$(pid_of gateway)")
 # The driver's measured window (after its setup and warm-up), watched from the background while a step runs: each
 # process's CPU ticks at its start and end, and perf (system calls, context switches, the profile) over exactly it.
 # Writes "$workdir/<step>.usage" ("process cpu-seconds" lines, the driver's last) and "$workdir/<step>.elapsed".
@@ -241,6 +245,8 @@ measure_window() { # name, the driver's pid
     until grep -qs ended "$window" || [[ -e $done ]]; do sleep 0.02; done
     local ended_at index=0 end_ticks
     ended_at=$(date +%s.%N)
+    # The gateway's memory while the step's connections are still open (the driver closes them after its window).
+    current_rss_kib "$(pid_of gateway)" >"$workdir/$name.gateway-rss"
     # The driver first: it exits soon after its window ends.
     local driver_end_ticks
     driver_end_ticks=$(cpu_ticks "$driver")
@@ -283,6 +289,7 @@ run_step() { # name, then habitflow-load run arguments
     shift
     local process
     for process in "${processes[@]}"; do reset_peak_rss "$(pid_of "$process")"; done
+    current_rss_kib "$(pid_of gateway)" >"$workdir/$name.gateway-rss-before"
     rm -f "$workdir/$name.window" "$workdir/$name.done" "$workdir/$name.usage"
     # The driver's progress line (each second's p50, p99 and slowest request) with the wall-clock time it arrived, to
     # set the slow seconds beside Postgres's log.
@@ -437,6 +444,18 @@ if ((scale_connections > 0)); then
     run_step "connections-$scale_connections" --scenario read-heavy --users "$users" \
         --connections "$scale_connections" --rate "$scale_rate" --duration "${duration}s" --warm-up "${warm_up}s" \
         --setup-concurrency 64
+    # The gateway's memory per connection: its RSS at the window's end, the connections open, less a baseline, two
+    # ways. Before any client connected, what the earlier steps left with the allocator counts against the
+    # connections (too much); before the step, it counts for them, as the new connections reuse it (too little). The
+    # peak above also holds the set-up, when every connection had just written its SETTINGS and still kept its frame
+    # buffer (a quiet connection gives it back after 5 s).
+    scale_step="$workdir/connections-$scale_connections"
+    if [[ -s "$scale_step.gateway-rss" ]]; then
+        awk -v start="$gateway_rss_at_start" -v before="$(cat "$scale_step.gateway-rss-before")" \
+            -v end="$(cat "$scale_step.gateway-rss")" -v count="$scale_connections" 'BEGIN {
+            printf "  gateway memory with the %d connections open: %.0f MiB; per connection %.1f KiB beyond its %.0f MiB before any client, %.1f KiB beyond its %.0f MiB before the step\n",
+                count, end / 1024, (end - start) / count, start / 1024, (end - before) / count, before / 1024 }'
+    fi
 fi
 
 [[ -z $profile_dir ]] || log "profiles: $profile_dir/<step>.<process>.txt"

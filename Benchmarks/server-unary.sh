@@ -223,8 +223,10 @@ for ((round = 1; round <= rounds; round++)); do
     for server in "${order[@]}"; do
         start_server "$server"
         check_call "$server"
+        # Read 6 s after the last connection's SETTINGS: ours gives a quiet connection's nghttp2 frame buffer back
+        # after 5 s (RPCServerConfiguration.ConnectionManagement.idleMemoryReleaseDelay), and idle means longer.
         figures=$("$HABITFLOW_PYTHON" "$BENCH_DIR/tools/idle_connections.py" --pid "$server_pid" --host 127.0.0.1 \
-            --port "$server_port" --count "$idle_connections")
+            --port "$server_port" --count "$idle_connections" --settle 6)
         stop_server
         printf '{"round": %d, "server": "%s", "point": "idle", %s\n' "$round" "$server" "${figures#\{}" >>"$results"
         log "round $round idle $server: $figures"

@@ -42,6 +42,8 @@ public struct ConnectionStateMachine: Sendable {
         case finalGoaway
         /// Server: calls still open when the grace period after the final GOAWAY ends are cancelled.
         case grace
+        /// Nothing was written for the memory release delay: the session's idle memory can go back.
+        case memoryRelease
     }
 
     public enum Action: Sendable, Equatable {
@@ -60,6 +62,8 @@ public struct ConnectionStateMachine: Sendable {
         case closeNow
         /// Write what is queued on the next tick (frames were submitted).
         case flush
+        /// Give the session's idle memory (nghttp2's frame buffer pages) back: nothing was written for a while.
+        case releaseIdleMemory
     }
 
     public struct Configuration: Sendable {
@@ -75,10 +79,15 @@ public struct ConnectionStateMachine: Sendable {
         public var keepalive: Keepalive?
         /// Server: the peer's pings we tolerate (`nil`: any).
         public var pingPolicy: PingPolicy?
+        /// How long after the last write the session's idle memory goes back (`nil`: never). Long enough that a
+        /// connection in use never pays for it (a page fault on its next write), short against how long idle
+        /// connections stay open.
+        public var memoryReleaseDelay: TimeAmount?
 
         public init(
             headerTimeout: TimeAmount? = nil, idleTimeout: TimeAmount? = nil, maxAge: TimeAmount? = nil,
-            gracePeriod: TimeAmount = .seconds(10), keepalive: Keepalive? = nil, pingPolicy: PingPolicy? = nil
+            gracePeriod: TimeAmount = .seconds(10), keepalive: Keepalive? = nil, pingPolicy: PingPolicy? = nil,
+            memoryReleaseDelay: TimeAmount? = nil
         ) {
             self.headerTimeout = headerTimeout
             self.idleTimeout = idleTimeout
@@ -86,6 +95,7 @@ public struct ConnectionStateMachine: Sendable {
             self.gracePeriod = gracePeriod
             self.keepalive = keepalive
             self.pingPolicy = pingPolicy
+            self.memoryReleaseDelay = memoryReleaseDelay
         }
     }
 
@@ -138,6 +148,11 @@ public struct ConnectionStateMachine: Sendable {
     private var keepalivePingOutstanding = false
     private var pingStrikes = 0
     private var lastPeerPing: NIODeadline?
+    /// The last write; the memory release timer counts from here.
+    private var lastWrite: NIODeadline
+    /// Something was written since the session's idle memory last went back (or since the start).
+    private var memoryInUse = false
+    private var memoryReleaseArmed = false
 
     public init(role: Role, configuration: Configuration, now: NIODeadline) {
         self.role = role
@@ -145,6 +160,7 @@ public struct ConnectionStateMachine: Sendable {
         self.phase = role == .client ? .starting : .active
         self.idleSince = now
         self.lastRead = now
+        self.lastWrite = now
         if role == .server, configuration.headerTimeout != nil {
             headerProgress = InboundHeaderProgress(connectionStart: now)
         }
@@ -212,6 +228,16 @@ public struct ConnectionStateMachine: Sendable {
         guard pingStrikes > policy.maxStrikes else { return [] }
         phase = .closed
         return [.sendGoaway(.enhanceYourCalm, debugData: "too_many_pings"), .closeAfterFlushing]
+    }
+
+    /// Bytes were written to the peer. Returns the memory release timer to start, if it is not running: one timer per
+    /// quiet spell, not one per write.
+    public mutating func wrote(now: NIODeadline) -> Action? {
+        lastWrite = now
+        memoryInUse = true
+        guard !memoryReleaseArmed, let delay = configuration.memoryReleaseDelay else { return nil }
+        memoryReleaseArmed = true
+        return .schedule(.memoryRelease, at: now + delay)
     }
 
     /// HEADERS or DATA went out: the peer's ping strikes start over (gRFC A8).
@@ -302,6 +328,7 @@ public struct ConnectionStateMachine: Sendable {
             phase = .closed
             return [.closeNow]
         case .finalGoaway: return sendFinalGoaway(now: now)
+        case .memoryRelease: return memoryReleaseTimerFired(now: now)
         case .grace:
             guard phase == .draining else { return [] }
             phase = .closed
@@ -334,6 +361,17 @@ public struct ConnectionStateMachine: Sendable {
         }
         phase = .closed
         return [.sendGoaway(.enhanceYourCalm, debugData: "header_timeout"), .closeAfterFlushing]
+    }
+
+    private mutating func memoryReleaseTimerFired(now: NIODeadline) -> [Action] {
+        memoryReleaseArmed = false
+        guard let delay = configuration.memoryReleaseDelay, memoryInUse, phase != .closed else { return [] }
+        guard now - lastWrite >= delay else {
+            memoryReleaseArmed = true
+            return [.schedule(.memoryRelease, at: lastWrite + delay)]
+        }
+        memoryInUse = false
+        return [.releaseIdleMemory]
     }
 
     private mutating func idleTimerFired(now: NIODeadline) -> [Action] {

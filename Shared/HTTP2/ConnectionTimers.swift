@@ -10,6 +10,7 @@ public struct ConnectionTimers {
     private var keepaliveTimeout: Scheduled<Void>?
     private var finalGoaway: Scheduled<Void>?
     private var grace: Scheduled<Void>?
+    private var memoryRelease: Scheduled<Void>?
 
     public init() {}
 
@@ -41,6 +42,7 @@ public struct ConnectionTimers {
             case .keepaliveTimeout: keepaliveTimeout
             case .finalGoaway: finalGoaway
             case .grace: grace
+            case .memoryRelease: memoryRelease
             }
         }
         set {
@@ -52,6 +54,7 @@ public struct ConnectionTimers {
             case .keepaliveTimeout: keepaliveTimeout = newValue
             case .finalGoaway: finalGoaway = newValue
             case .grace: grace = newValue
+            case .memoryRelease: memoryRelease = newValue
             }
         }
     }

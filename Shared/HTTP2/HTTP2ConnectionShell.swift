@@ -87,6 +87,7 @@ extension HTTP2ConnectionShell {
         if state.openStreams > 0 { output.buffer.keep(buffer) } else { output.buffer.release() }
         if buffer.readableBytes > 0 {
             context.writeAndFlush(NIOAny(buffer), promise: nil)
+            if let action = state.wrote(now: .now()) { perform(action) }
         }
         // Writers wait while the socket is backed up (a peer not reading): the data they would queue could not go.
         if context.channel.isWritable {
@@ -136,6 +137,8 @@ extension HTTP2ConnectionShell {
             context?.close(promise: nil)
         case .flush:
             scheduleFlush()
+        case .releaseIdleMemory:
+            session?.releaseIdleMemory()
         }
     }
 

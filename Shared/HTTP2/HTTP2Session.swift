@@ -21,6 +21,10 @@ public final class HTTP2Session {
     private var session: OpaquePointer?
     let role: Role
     private let allocator = ByteBufferAllocator()
+    /// nghttp2's allocator for this session; it must outlive the session.
+    private let memory = SessionMemory()
+    /// Whether the last `nghttp2_session_mem_send` returned 0: nghttp2 is not in the middle of a frame.
+    private var outputDrained = false
 
     /// Events produced by the callbacks of the current ``receive(_:)`` or ``drainOutput(into:)`` call.
     private var pendingEvents: [HTTP2Event] = []
@@ -52,11 +56,11 @@ public final class HTTP2Session {
 
         let userData = Unmanaged.passUnretained(self).toOpaque()
         var created: OpaquePointer?
-        switch role {
-        case .server:
-            try check(nghttp2_session_server_new2(&created, callbacks, userData, option))
-        case .client:
-            try check(nghttp2_session_client_new2(&created, callbacks, userData, option))
+        try memory.creatingSession { (mem) throws(HTTP2Error) in
+            switch role {
+            case .server: try check(nghttp2_session_server_new3(&created, callbacks, userData, option, mem))
+            case .client: try check(nghttp2_session_client_new3(&created, callbacks, userData, option, mem))
+            }
         }
         self.session = created
 
@@ -115,15 +119,29 @@ public final class HTTP2Session {
     @discardableResult
     public func drainOutput(into buffer: inout ByteBuffer, limit: Int = .max) throws(HTTP2Error) -> [HTTP2Event] {
         guard let session else { return [] }
+        outputDrained = false
         while buffer.readableBytes < limit {
             var chunk: UnsafePointer<UInt8>?
             let count = nghttp2_session_mem_send(session, &chunk)
             if count < 0 { throw HTTP2Error(code: Int32(count), events: takeEvents()) }
-            guard count > 0, let chunk else { break }
+            guard count > 0, let chunk else {
+                outputDrained = true
+                break
+            }
             // The chunk is valid only until the next mem_send call: copy it out now.
             buffer.writeBytes(UnsafeRawBufferPointer(start: chunk, count: count))
         }
         return takeEvents()
+    }
+
+    /// Gives the pages of nghttp2's outbound frame buffer back to the system, for a connection that has been quiet a
+    /// while (see ``SessionMemory``); the next frame sent takes a page again. Does nothing unless the last
+    /// ``drainOutput(into:limit:)`` took everything (nghttp2 keeps a frame that is partly out in that buffer).
+    /// Returns the bytes released.
+    @discardableResult
+    public func releaseIdleMemory() -> Int {
+        guard session != nil, outputDrained else { return 0 }
+        return memory.releaseFrameBufferPages()
     }
 
     /// Whether the session still wants to read from or write to the peer; when both are false the connection is done.

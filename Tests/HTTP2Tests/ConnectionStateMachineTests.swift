@@ -83,6 +83,28 @@ struct ConnectionStateMachineTests {
 
     // MARK: Server: idle and age
 
+    @Test("the session's idle memory goes back once nothing was written for the delay, with one timer per quiet spell")
+    func idleMemoryRelease() {
+        var machine = Machine(
+            role: .server, configuration: .init(memoryReleaseDelay: .seconds(5)), now: Self.start)
+        #expect(machine.start(now: Self.start).isEmpty)
+        #expect(machine.wrote(now: Self.start) == .schedule(.memoryRelease, at: Self.at(seconds: 5)))
+        // Writes while the timer runs start no other timer; it counts from the last one when it fires.
+        #expect(machine.wrote(now: Self.at(seconds: 2)) == nil)
+        #expect(machine.timerFired(.memoryRelease, now: Self.at(seconds: 5)) == [
+            .schedule(.memoryRelease, at: Self.at(seconds: 7))
+        ])
+        #expect(machine.timerFired(.memoryRelease, now: Self.at(seconds: 7)) == [.releaseIdleMemory])
+        // Released: nothing more until the next write, which starts the timer again.
+        #expect(machine.timerFired(.memoryRelease, now: Self.at(seconds: 12)).isEmpty)
+        #expect(machine.wrote(now: Self.at(seconds: 30)) == .schedule(.memoryRelease, at: Self.at(seconds: 35)))
+        machine.close()
+        #expect(machine.timerFired(.memoryRelease, now: Self.at(seconds: 35)).isEmpty)
+
+        var withoutRelease = Self.server()
+        #expect(withoutRelease.wrote(now: Self.start) == nil)
+    }
+
     @Test("the idle timer counts from the last call's end and shuts down only a connection without calls")
     func idleTimeout() {
         var machine = Self.server(idle: .seconds(60))

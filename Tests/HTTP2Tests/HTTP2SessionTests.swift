@@ -152,6 +152,92 @@ struct HTTP2SessionTests {
         #expect(clientEvents.contains { if case .streamClosed(streamID, .noError) = $0 { true } else { false } })
     }
 
+    /// A POST on `path` with `body`, answered with `reply` and grpc-status 0; returns what each side received.
+    func roundTrip(
+        client: HTTP2Session, server: HTTP2Session, path: String, body: ByteBuffer, reply: ByteBuffer
+    ) throws -> (request: ByteBuffer, response: ByteBuffer, trailers: [HTTP2HeaderField]) {
+        let streamID = try client.submitRequest(
+            [
+                .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
+                .init(name: ":path", value: path), .init(name: ":authority", value: "localhost"),
+            ],
+            endStream: false)
+        client.writeData(body, streamID: streamID)
+        client.finishStream(streamID, trailers: nil)
+        let serverEvents = try exchange(client: client, server: server).server
+        var request = ByteBuffer()
+        for case .data(streamID, var buffer) in serverEvents { request.writeBuffer(&buffer) }
+
+        try server.submitResponse([.init(name: ":status", value: "200")], streamID: streamID, endStream: false)
+        server.writeData(reply, streamID: streamID)
+        server.finishStream(streamID, trailers: [.init(name: "grpc-status", value: "0"), .init(name: "x-path", value: path)])
+        let clientEvents = try exchange(client: client, server: server).client
+        var response = ByteBuffer()
+        var trailers: [HTTP2HeaderField] = []
+        for event in clientEvents {
+            switch event {
+            case .data(streamID, var buffer): response.writeBuffer(&buffer)
+            case .headers(streamID, let fields, true): trailers = fields
+            default: break
+            }
+        }
+        return (request, response, trailers)
+    }
+
+    static func patterned(_ count: Int, seed: UInt8) -> ByteBuffer {
+        ByteBuffer(bytes: (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31) &+ seed })
+    }
+
+    @Test("an idle session gives its frame buffer's pages back, and what it sends afterwards arrives intact")
+    func idleMemoryReleaseKeepsTheSessionWorking() throws {
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        _ = try exchange(client: client, server: server)
+        #expect(server.releaseIdleMemory() >= 16 * 1024)
+        #expect(client.releaseIdleMemory() >= 16 * 1024)
+
+        // Frames filling the buffer, then again after another release: bodies, and headers coded against the HPACK
+        // tables both sides kept, arrive as sent.
+        for (round, path) in ["/first", "/second", "/first"].enumerated() {
+            let body = Self.patterned(20_000, seed: UInt8(round))
+            let reply = Self.patterned(15_000, seed: UInt8(round + 100))
+            let received = try roundTrip(client: client, server: server, path: path, body: body, reply: reply)
+            #expect(received.request == body)
+            #expect(received.response == reply)
+            #expect(received.trailers == [.init(name: "grpc-status", value: "0"), .init(name: "x-path", value: path)])
+            #expect(server.releaseIdleMemory() > 0)
+            #expect(client.releaseIdleMemory() > 0)
+        }
+    }
+
+    @Test("a session keeps its frame buffer while a frame is partly out, and the frame arrives whole")
+    func noReleaseInTheMiddleOfAFrame() throws {
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        _ = try exchange(client: client, server: server)
+        let streamID = try client.submitRequest(
+            [
+                .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
+                .init(name: ":path", value: "/big"), .init(name: ":authority", value: "localhost"),
+            ],
+            endStream: true)
+        _ = try exchange(client: client, server: server)
+        let reply = Self.patterned(40_000, seed: 7)
+        try server.submitResponse([.init(name: ":status", value: "200")], streamID: streamID, endStream: false)
+        server.writeData(reply, streamID: streamID)
+        server.finishStream(streamID, trailers: [.init(name: "grpc-status", value: "0")])
+
+        var toClient = ByteBuffer()
+        try server.drainOutput(into: &toClient, limit: 100)
+        #expect(server.wantsWrite)
+        #expect(server.releaseIdleMemory() == 0)
+        try server.drainOutput(into: &toClient)
+        var received = ByteBuffer()
+        for case .data(streamID, var buffer) in try client.receive(toClient) { received.writeBuffer(&buffer) }
+        #expect(received == reply)
+        #expect(server.releaseIdleMemory() > 0)
+    }
+
     @Test("a server refuses bytes that are not the client preface")
     func badPreface() throws {
         let server = try HTTP2Session(role: .server)

@@ -291,6 +291,31 @@ struct RPCServerTests {
             }
         }
     }
+
+    @Test("a connection quiet for the memory release delay goes on serving calls whose frames fill nghttp2's buffer")
+    func idleMemoryRelease() async throws {
+        let configure: @Sendable (inout RPCServerConfiguration) -> Void = {
+            $0.connectionManagement.idleMemoryReleaseDelay = .milliseconds(50)
+        }
+        try await withServer(probe: Probe(), configure: configure) { _, port in
+            try await TestConnection.with(port: port) { connection in
+                for round in 0..<3 {
+                    // About 20 KB each way: more than one frame buffer's worth, written after each release.
+                    let text = String(repeating: "habit \(round) ", count: 2_500)
+                    let stream = try await connection.startCall(
+                        path: "/test.Probe/Echo", extraHeaders: [("x-user", "ada")])
+                    try await connection.send(
+                        try encoded(Google_Protobuf_StringValue(text)), streamID: stream, end: true)
+                    let response = try await connection.response(streamID: stream)
+                    #expect(response.status == 0)
+                    let reply = try Google_Protobuf_StringValue(
+                        serializedBytes: Array(try #require(response.messages.first).readableBytesView))
+                    #expect(reply.value == text + " from ada")
+                    try await Task.sleep(for: .milliseconds(200))  // past the delay: the pages went back
+                }
+            }
+        }
+    }
 }
 
 /// A Sleep call of a minute with `grpc-timeout`, request sent and half-closed; returns its stream.

@@ -78,6 +78,11 @@ public final class RPCServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
+            // A channel keeps its last receive buffer for the next read; NIO's first is 2 KiB, which most connections
+            // (a client's preface, then requests of a few hundred bytes) never fill: start at 512 bytes, grown as
+            // reads fill it.
+            .childChannelOption(
+                .recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65_536))
             .childChannelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     try Self.addHandlers(

@@ -82,6 +82,7 @@ extension RPCServerConfiguration {
             },
             pingPolicy: .init(
                 minIntervalWithCalls: TimeAmount(keepalive.minPingIntervalWithCalls),
-                permitWithoutCalls: keepalive.permitPingsWithoutCalls, maxStrikes: keepalive.maxPingStrikes))
+                permitWithoutCalls: keepalive.permitPingsWithoutCalls, maxStrikes: keepalive.maxPingStrikes),
+            memoryReleaseDelay: connectionManagement.idleMemoryReleaseDelay.map { TimeAmount($0) })
     }
 }

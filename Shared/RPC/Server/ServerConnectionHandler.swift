@@ -25,7 +25,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
 
     let router: RPCRouter
     let configuration: RPCServerConfiguration
-    var logger: Logger
+    /// The server's logger; ``logger`` is it with the connection's peer, made on first use: most connections never
+    /// log, and the metadata would take memory on every idle one.
+    private let serverLogger: Logger
+    private var peerLogger: Logger?
     let taskExecutor: (any TaskExecutor)?
 
     /// The channel's event loop, where this handler lives.
@@ -50,11 +53,19 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
     init(router: RPCRouter, configuration: RPCServerConfiguration, logger: Logger, eventLoop: any EventLoop) {
         self.router = router
         self.configuration = configuration
-        self.logger = logger
+        self.serverLogger = logger
         self.eventLoop = eventLoop
         self.output = HTTP2ConnectionOutput(enabled: configuration.tls == nil)
         self.taskExecutor = configuration.handlerExecution.taskExecutor(on: eventLoop)
         self.state = ConnectionStateMachine(role: .server, configuration: configuration.connectionLifecycle, now: .now())
+    }
+
+    var logger: Logger {
+        if let peerLogger { return peerLogger }
+        var made = serverLogger
+        made[metadataKey: "peer"] = "\(peer)"
+        peerLogger = made
+        return made
     }
 
     var loopBound: NIOLoopBound<ServerConnectionHandler> {
@@ -79,10 +90,7 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
 
     func start(context: ChannelHandlerContext) {
         guard session == nil else { return }
-        if let address = context.channel.remoteAddress {
-            peer = Self.describe(address)
-            logger[metadataKey: "peer"] = "\(peer)"
-        }
+        if let address = context.channel.remoteAddress { peer = Self.describe(address) }
         do {
             session = try HTTP2Session(role: .server, configuration: configuration.http2)
         } catch {

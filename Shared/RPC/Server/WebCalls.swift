@@ -194,13 +194,13 @@ struct CallStatus {
 
     /// The status of a call whose handler returned or threw. Errors other than ``RPCError`` may carry internals
     /// (SQL, paths): they are logged, and the client is told only that the handler failed.
-    init(ending outcome: Result<Void, any Error>, method: MethodDescriptor, logger: Logger) {
+    init(ending outcome: Result<Void, any Error>, method: MethodDescriptor, logger: @autoclosure () -> Logger) {
         switch outcome {
         case .success: self = .ok
         case .failure(let error as RPCError): self.init(error)
         case .failure(is CancellationError): self.init(code: .cancelled, message: "the call was cancelled")
         case .failure(let error):
-            logger.error("handler failed", metadata: ["method": "\(method)", "error": "\(String(reflecting: error))"])
+            logger().error("handler failed", metadata: ["method": "\(method)", "error": "\(String(reflecting: error))"])
             self.init(code: .unknown, message: "the handler failed with an unexpected error")
         }
     }
