@@ -119,7 +119,11 @@ extension HTTP2ConnectionShell {
         case .schedule(let timer, let deadline):
             guard let context else { return }
             let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            timers.schedule(timer, at: deadline, on: context.eventLoop) { bound.value.timerFired(timer) }
+            timers.schedule(timer, at: deadline, on: context.eventLoop) {
+                let shell = bound.value
+                shell.timers.fired(timer)
+                shell.timerFired(timer)
+            }
         case .cancel(let timer):
             timers.cancel(timer)
         case .sendPing(let payload):
