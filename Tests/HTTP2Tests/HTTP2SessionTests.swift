@@ -56,9 +56,7 @@ struct HTTP2SessionTests {
         ]
         for request in sent {
             let streamID = try client.submitRequest(
-                [
-                    .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
-                    .init(name: ":path", value: "/echo"), .init(name: ":authority", value: "localhost"),
+                Self.post("/echo") + [
                     .init(name: "authorization", value: request.token),
                     .init(name: "x-request-id", value: request.requestID),
                     .init(name: "x-a-rather-long-custom-header", value: "application/grpc+proto"),
@@ -85,9 +83,7 @@ struct HTTP2SessionTests {
         var blockSizes: [Int] = []
         for _ in 0..<2 {
             let streamID = try client.submitRequest(
-                [
-                    .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
-                    .init(name: ":path", value: "/echo"), .init(name: ":authority", value: "localhost"),
+                Self.post("/echo") + [
                     .init(name: "x-secret", value: secret, neverIndexed: true),
                     .init(name: "x-shared", value: shared),
                 ],
@@ -113,9 +109,7 @@ struct HTTP2SessionTests {
         let client = try HTTP2Session(role: .client)
         let server = try HTTP2Session(role: .server)
         let streamID = try client.submitRequest(
-            [
-                .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
-                .init(name: ":path", value: "/echo"), .init(name: ":authority", value: "localhost"),
+            Self.post("/echo") + [
                 .init(name: "te", value: "trailers"),
             ],
             endStream: false)
@@ -152,16 +146,19 @@ struct HTTP2SessionTests {
         #expect(clientEvents.contains { if case .streamClosed(streamID, .noError) = $0 { true } else { false } })
     }
 
+    /// A POST request's pseudo-header fields for `path`.
+    static func post(_ path: String) -> [HTTP2HeaderField] {
+        [
+            .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
+            .init(name: ":path", value: path), .init(name: ":authority", value: "localhost"),
+        ]
+    }
+
     /// A POST on `path` with `body`, answered with `reply` and grpc-status 0; returns what each side received.
     func roundTrip(
         client: HTTP2Session, server: HTTP2Session, path: String, body: ByteBuffer, reply: ByteBuffer
     ) throws -> (request: ByteBuffer, response: ByteBuffer, trailers: [HTTP2HeaderField]) {
-        let streamID = try client.submitRequest(
-            [
-                .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
-                .init(name: ":path", value: path), .init(name: ":authority", value: "localhost"),
-            ],
-            endStream: false)
+        let streamID = try client.submitRequest(Self.post(path), endStream: false)
         client.writeData(body, streamID: streamID)
         client.finishStream(streamID, trailers: nil)
         let serverEvents = try exchange(client: client, server: server).server
@@ -170,7 +167,8 @@ struct HTTP2SessionTests {
 
         try server.submitResponse([.init(name: ":status", value: "200")], streamID: streamID, endStream: false)
         server.writeData(reply, streamID: streamID)
-        server.finishStream(streamID, trailers: [.init(name: "grpc-status", value: "0"), .init(name: "x-path", value: path)])
+        server.finishStream(
+            streamID, trailers: [.init(name: "grpc-status", value: "0"), .init(name: "x-path", value: path)])
         let clientEvents = try exchange(client: client, server: server).client
         var response = ByteBuffer()
         var trailers: [HTTP2HeaderField] = []
@@ -215,12 +213,7 @@ struct HTTP2SessionTests {
         let client = try HTTP2Session(role: .client)
         let server = try HTTP2Session(role: .server)
         _ = try exchange(client: client, server: server)
-        let streamID = try client.submitRequest(
-            [
-                .init(name: ":method", value: "POST"), .init(name: ":scheme", value: "http"),
-                .init(name: ":path", value: "/big"), .init(name: ":authority", value: "localhost"),
-            ],
-            endStream: true)
+        let streamID = try client.submitRequest(Self.post("/big"), endStream: true)
         _ = try exchange(client: client, server: server)
         let reply = Self.patterned(40_000, seed: 7)
         try server.submitResponse([.init(name: ":status", value: "200")], streamID: streamID, endStream: false)
