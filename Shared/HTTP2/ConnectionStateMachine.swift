@@ -62,7 +62,7 @@ public struct ConnectionStateMachine: Sendable {
         case closeNow
         /// Write what is queued on the next tick (frames were submitted).
         case flush
-        /// Give the session's idle memory (nghttp2's frame buffer pages) back: nothing was written for a while.
+        /// Give the session's idle memory (see `HTTP2Session.releaseIdleMemory()`) back: nothing was written for a while.
         case releaseIdleMemory
     }
 

@@ -44,6 +44,11 @@ struct IncomingHeaderBlock {
         return self.streamID == streamID ? fields : []
     }
 
+    /// Lets the strings kept for reuse go (a quiet connection's memory); a block in progress keeps its fields.
+    mutating func forgetRecentStrings() {
+        recent = RecentHeaderStrings()
+    }
+
     private mutating func drop() {
         streamID = 0
         fields = []

@@ -134,14 +134,16 @@ public final class HTTP2Session {
         return takeEvents()
     }
 
-    /// Gives the pages of nghttp2's outbound frame buffer back to the system, for a connection that has been quiet a
-    /// while (see ``SessionMemory``); the next frame sent takes a page again. Does nothing unless the last
-    /// ``drainOutput(into:limit:)`` took everything (nghttp2 keeps a frame that is partly out in that buffer).
-    /// Returns the bytes released.
+    /// Gives memory back that a connection quiet for a while does not need (see ``SessionMemory``): the pages of
+    /// nghttp2's outbound frame buffer, unless the last ``drainOutput(into:limit:)`` left a frame partly out in it; the
+    /// page of its stream table when no stream is left in it (looked at only if a stream opened since the last
+    /// release); and the header strings kept for reuse. The next frame sent, stream opened or header received takes
+    /// its page or string again. Returns the bytes of pages given back.
     @discardableResult
     public func releaseIdleMemory() -> Int {
-        guard session != nil, outputDrained else { return 0 }
-        return memory.releaseFrameBufferPages()
+        guard session != nil else { return 0 }
+        incomingHeaders.forgetRecentStrings()
+        return memory.releaseIdlePages(outputDrained: outputDrained)
     }
 
     /// Whether the session still wants to read from or write to the peer; when both are false the connection is done.
@@ -177,6 +179,7 @@ public final class HTTP2Session {
             return result
         }
         if !endStream { outbound[streamID] = OutboundStream() }
+        memory.zeroedBlocksMayBeWritten()
         return streamID
     }
 
@@ -286,6 +289,7 @@ public final class HTTP2Session {
     }
 
     fileprivate func beginHeaders(streamID: Int32) {
+        memory.zeroedBlocksMayBeWritten()  // a request opens a stream (on a client: a response, to one already open)
         incomingHeaders.begin(streamID: streamID)
     }
 

@@ -4,23 +4,35 @@ internal import CNGHTTP2
 @preconcurrency internal import Glibc
 #endif
 
-/// The allocator of one nghttp2 session (`nghttp2_mem`), there for the one block an idle connection need not keep.
+/// The allocator of one nghttp2 session (`nghttp2_mem`), there for the two blocks an idle connection need not keep.
 ///
-/// nghttp2 allocates its outbound frame buffer (16 KiB and a header) when the session is created and keeps it until the
-/// session ends, though it packs every frame into it afresh and an idle connection sends nothing. Here that block gets
-/// a mapping of its own, so that ``releaseFrameBufferPages()`` can give its pages back to the system while the
-/// connection is quiet (touched again, they read as zeros; nghttp2 writes a frame before it reads it). It is the only
-/// allocation of 16 KiB or more that nghttp2 makes while creating a session, before any peer input exists, which is
-/// how it is told apart from everything else (header values the peer sent, say), which goes to malloc as usual.
+/// While creating a session, nghttp2 (1.52) allocates two blocks of a page or more and keeps them until the session
+/// ends: its outbound frame buffer (16 KiB and a header), into which it packs every frame afresh though an idle
+/// connection sends nothing, and its stream table (4 KiB of zeroed buckets), which holds nothing once the
+/// connection's streams are closed. Here each gets a mapping of its own, so that ``releaseIdlePages(outputDrained:)``
+/// can give their pages back to the system while the connection is quiet; touched again, they read as zeros. The
+/// session tells when the table may have been written (``zeroedBlocksMayBeWritten()``), so that the release of a
+/// connection that opened no stream costs no look at it and no system call.
+///
+/// They are told apart from everything else (header values the peer sent, say, which go to malloc as usual) by being
+/// allocated while the session is created, before any peer input exists: the frame buffer as the first block of
+/// 16 KiB or more, the table as a zeroed (calloc) block of a page or more.
 final class SessionMemory {
-    /// Blocks at least this large allocated while the session is created get a mapping of their own.
-    static let mappedMinimumSize = 16 * 1024
+    /// Blocks at least this large allocated (not zeroed) while the session is created: the frame buffer.
+    static let frameBufferMinimumSize = 16 * 1024
+    /// Zeroed blocks at least this large allocated while the session is created: tables that read as zeros when empty.
+    static let zeroedMinimumSize = 4 * 1024
     private static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
 
     /// True only inside ``creatingSession(_:)``.
     private var creating = false
     /// The frame buffer's mapping, once nghttp2 allocated it.
     private var frameBuffer: UnsafeMutableRawBufferPointer?
+    /// The zeroed blocks' mappings (nghttp2 1.52: the stream table).
+    private var zeroedBlocks: [UnsafeMutableRawBufferPointer] = []
+    /// Whether the zeroed blocks may have been written since they were made or last given back: without that, they
+    /// hold no page worth the look (a page nghttp2 only read maps the shared zero page), nor the system call.
+    private var zeroedBlocksMayHoldPages = false
 
     /// Calls `body` with the allocator to create the session with (nghttp2 copies the struct; the callbacks reach this
     /// object through `mem_user_data`, so it must outlive the session).
@@ -34,25 +46,44 @@ final class SessionMemory {
         var mem = nghttp2_mem(
             mem_user_data: Unmanaged.passUnretained(self).toOpaque(),
             malloc: { size, user in
-                size < SessionMemory.mappedMinimumSize
+                size < SessionMemory.frameBufferMinimumSize
                     ? Glibc.malloc(size) : SessionMemory.with(user) { $0.allocate(size, zeroed: false) }
             },
             free: { pointer, user in SessionMemory.with(user) { $0.free(pointer) } },
             calloc: { count, size, user in
                 let (total, overflow) = count.multipliedReportingOverflow(by: size)
                 if overflow { return nil }
-                return total < SessionMemory.mappedMinimumSize
+                return total < SessionMemory.zeroedMinimumSize
                     ? Glibc.calloc(1, total) : SessionMemory.with(user) { $0.allocate(total, zeroed: true) }
             },
             realloc: { pointer, size, user in SessionMemory.with(user) { $0.reallocate(pointer, size) } })
         return try body(&mem)
     }
 
-    /// Gives the frame buffer's pages back to the system. Only while nghttp2 is not in the middle of a frame: the
-    /// session's last `nghttp2_session_mem_send` returned 0. Returns the bytes released (0 without a frame buffer).
-    func releaseFrameBufferPages() -> Int {
-        guard let frameBuffer, let base = frameBuffer.baseAddress else { return 0 }
-        return madvise(base, frameBuffer.count, MADV_DONTNEED) == 0 ? frameBuffer.count : 0
+    /// Gives back the pages of the frame buffer, when `outputDrained` (the session's last `nghttp2_session_mem_send`
+    /// returned 0: nghttp2 is not in the middle of a frame, and writes the next one before reading it), and of each
+    /// zeroed block that reads as zeros (as it was made: handing back zeros changes nothing). Returns the bytes given
+    /// back.
+    func releaseIdlePages(outputDrained: Bool) -> Int {
+        var released = 0
+        if outputDrained, let frameBuffer { released += Self.release(frameBuffer) }
+        if zeroedBlocksMayHoldPages {
+            zeroedBlocksMayHoldPages = false
+            for block in zeroedBlocks {
+                if Self.readsAsZeros(block) {
+                    released += Self.release(block)
+                } else {
+                    zeroedBlocksMayHoldPages = true
+                }
+            }
+        }
+        return released
+    }
+
+    /// Tells that nghttp2 may have written a zeroed block since the last release (1.52 writes its stream table when a
+    /// stream opens or closes, and one closes only after it opened).
+    func zeroedBlocksMayBeWritten() {
+        zeroedBlocksMayHoldPages = true
     }
 
     private static func with<Result>(_ user: UnsafeMutableRawPointer?, _ body: (SessionMemory) -> Result) -> Result {
@@ -60,32 +91,61 @@ final class SessionMemory {
     }
 
     private func allocate(_ size: Int, zeroed: Bool) -> UnsafeMutableRawPointer? {
-        if creating, frameBuffer == nil, size >= Self.mappedMinimumSize, let mapped = Self.map(size) {
-            frameBuffer = mapped
-            return mapped.baseAddress
+        if creating {
+            // A fresh mapping reads as zeros: nothing to clear, and no page is taken before nghttp2 writes one.
+            if zeroed, size >= Self.zeroedMinimumSize, let mapped = Self.map(size) {
+                zeroedBlocks.append(mapped)
+                return mapped.baseAddress
+            }
+            if !zeroed, frameBuffer == nil, size >= Self.frameBufferMinimumSize, let mapped = Self.map(size) {
+                frameBuffer = mapped
+                return mapped.baseAddress
+            }
         }
         return zeroed ? Glibc.calloc(1, size) : Glibc.malloc(size)
     }
 
+    /// The mapping `pointer` starts, if it is one of ours.
+    private func mapping(at pointer: UnsafeMutableRawPointer) -> UnsafeMutableRawBufferPointer? {
+        if let frameBuffer, frameBuffer.baseAddress == pointer { return frameBuffer }
+        return zeroedBlocks.first { $0.baseAddress == pointer }
+    }
+
     private func free(_ pointer: UnsafeMutableRawPointer?) {
         guard let pointer else { return }
-        if let frameBuffer, pointer == frameBuffer.baseAddress {
-            munmap(pointer, frameBuffer.count)
-            self.frameBuffer = nil
+        guard let mapped = mapping(at: pointer) else { return Glibc.free(pointer) }
+        munmap(pointer, mapped.count)
+        if frameBuffer?.baseAddress == pointer {
+            frameBuffer = nil
         } else {
-            Glibc.free(pointer)
+            zeroedBlocks.removeAll { $0.baseAddress == pointer }
         }
     }
 
     private func reallocate(_ pointer: UnsafeMutableRawPointer?, _ size: Int) -> UnsafeMutableRawPointer? {
         guard let pointer else { return allocate(size, zeroed: false) }
-        guard let frameBuffer, pointer == frameBuffer.baseAddress else { return Glibc.realloc(pointer, size) }
+        guard let mapped = mapping(at: pointer) else { return Glibc.realloc(pointer, size) }
         // nghttp2 grows a frame buffer only for frames larger than the peer's default maximum; the new block is an
         // ordinary one.
         guard let moved = Glibc.malloc(size) else { return nil }
-        moved.copyMemory(from: pointer, byteCount: min(size, frameBuffer.count))
+        moved.copyMemory(from: pointer, byteCount: min(size, mapped.count))
         free(pointer)
         return moved
+    }
+
+    private static func release(_ mapped: UnsafeMutableRawBufferPointer) -> Int {
+        madvise(mapped.baseAddress, mapped.count, MADV_DONTNEED) == 0 ? mapped.count : 0
+    }
+
+    /// Whether every byte of the mapping is zero (a page never touched reads as the shared zero page: no memory taken).
+    private static func readsAsZeros(_ mapped: UnsafeMutableRawBufferPointer) -> Bool {
+        let words = UnsafeRawBufferPointer(mapped)
+        var offset = 0
+        while offset < words.count {
+            if words.load(fromByteOffset: offset, as: UInt64.self) != 0 { return false }
+            offset += MemoryLayout<UInt64>.size
+        }
+        return true
     }
 
     /// An anonymous private mapping of `size` bytes rounded up to whole pages, or nil when the system refuses one.

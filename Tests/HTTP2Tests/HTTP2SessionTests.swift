@@ -208,6 +208,46 @@ struct HTTP2SessionTests {
         }
     }
 
+    @Test("a session keeps its stream table while streams are open, and gives its page back once they closed")
+    func streamTableRelease() throws {
+        let client = try HTTP2Session(role: .client)
+        let server = try HTTP2Session(role: .server)
+        _ = try exchange(client: client, server: server)
+        // No stream yet: the frame buffer only.
+        let serverQuiet = server.releaseIdleMemory()
+        let clientQuiet = client.releaseIdleMemory()
+
+        // Three calls open at once, releasing between their requests and their responses: the table stays.
+        let streamIDs = try ["/a", "/b", "/c"].map { try client.submitRequest(Self.post($0), endStream: true) }
+        _ = try exchange(client: client, server: server)
+        #expect(server.releaseIdleMemory() == serverQuiet)
+        #expect(client.releaseIdleMemory() == clientQuiet)
+        for (index, streamID) in streamIDs.enumerated() {
+            try server.submitResponse([.init(name: ":status", value: "200")], streamID: streamID, endStream: false)
+            server.writeData(Self.patterned(3_000, seed: UInt8(index)), streamID: streamID)
+            server.finishStream(streamID, trailers: [.init(name: "grpc-status", value: "\(index)")])
+        }
+        var replies: [Int32: ByteBuffer] = [:]
+        var trailers: [Int32: [HTTP2HeaderField]] = [:]
+        for event in try exchange(client: client, server: server).client {
+            switch event {
+            case .data(let streamID, var buffer): replies[streamID, default: ByteBuffer()].writeBuffer(&buffer)
+            case .headers(let streamID, let fields, true): trailers[streamID] = fields
+            default: break
+            }
+        }
+        for (index, streamID) in streamIDs.enumerated() {
+            #expect(replies[streamID] == Self.patterned(3_000, seed: UInt8(index)))
+            #expect(trailers[streamID] == [.init(name: "grpc-status", value: "\(index)")])
+        }
+
+        // All closed: the table is empty again and goes back with the frame buffer (a page or more), once.
+        #expect(server.releaseIdleMemory() >= serverQuiet + 4 * 1024)
+        #expect(client.releaseIdleMemory() >= clientQuiet + 4 * 1024)
+        #expect(server.releaseIdleMemory() == serverQuiet)
+        #expect(client.releaseIdleMemory() == clientQuiet)
+    }
+
     @Test("a session keeps its frame buffer while a frame is partly out, and the frame arrives whole")
     func noReleaseInTheMiddleOfAFrame() throws {
         let client = try HTTP2Session(role: .client)

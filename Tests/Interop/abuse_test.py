@@ -396,7 +396,8 @@ class AbuseTest(unittest.TestCase):
 
     def test_idle_connections(self):
         """IDLE_CONNECTIONS connections send the preface and an empty SETTINGS frame, then stay idle: the server
-        keeps them all and keeps serving; memory grows by less than 40 KiB a connection (about 24 measured)."""
+        keeps them all and keeps serving; memory grows by less than 40 KiB a connection (about 11 measured, read once
+        the connections have been quiet past the server's 5 s idleMemoryReleaseDelay)."""
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
         count = min(IDLE_CONNECTIONS, soft - 256)  # the server and the normal client need descriptors too
         if count < IDLE_CONNECTIONS:
@@ -432,7 +433,7 @@ class AbuseTest(unittest.TestCase):
                         except OSError:
                             closed += 1
                 poller.close()
-                time.sleep(1)
+                time.sleep(6)  # past the release delay: what an idle connection keeps, not what its set-up took
                 with_connections = rss_kib(self.server.proc.pid)
                 record.closed_by_server = closed + len(pending)
                 record.outcome = "%d connections opened in %.1f s, %d not set up, %d closed by the server: " \

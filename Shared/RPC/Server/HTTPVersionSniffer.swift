@@ -12,23 +12,19 @@ final class HTTPVersionSniffer: ChannelInboundHandler, RemovableChannelHandler {
 
     private static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 
-    private let router: RPCRouter
-    private let configuration: RPCServerConfiguration
+    private let environment: ServerConnectionEnvironment
     private let web: WebConfiguration
-    private let logger: Logger
     private var buffered: ByteBuffer?
     /// A client that sends too few bytes to tell (slowloris) is closed, as the HTTP/2 header timeout would.
     private var timeout: Scheduled<Void>?
 
-    init(router: RPCRouter, configuration: RPCServerConfiguration, web: WebConfiguration, logger: Logger) {
-        self.router = router
-        self.configuration = configuration
+    init(environment: ServerConnectionEnvironment, web: WebConfiguration) {
+        self.environment = environment
         self.web = web
-        self.logger = logger
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        guard let headerTimeout = configuration.connectionManagement.headerTimeout else { return }
+        guard let headerTimeout = environment.configuration.connectionManagement.headerTimeout else { return }
         let channel = context.channel
         timeout = context.eventLoop.scheduleTask(in: TimeAmount(headerTimeout)) { channel.close(promise: nil) }
     }
@@ -58,22 +54,22 @@ final class HTTPVersionSniffer: ChannelInboundHandler, RemovableChannelHandler {
             let pipeline = context.pipeline.syncOperations
             if http2 {
                 try pipeline.addHandler(
-                    ServerConnectionHandler(
-                        router: router, configuration: configuration, logger: logger, eventLoop: context.eventLoop),
+                    ServerConnectionHandler(environment: environment, eventLoop: context.eventLoop),
                     position: .after(self))
             } else {
                 let handler = HTTP1WebConnectionHandler(
-                    router: router, configuration: configuration, web: web, logger: logger, eventLoop: context.eventLoop)
+                    router: environment.router, configuration: environment.configuration, web: web,
+                    logger: environment.logger, eventLoop: context.eventLoop)
                 try pipeline.configureHTTPServerPipeline(
                     position: .after(self), withPipeliningAssistance: true, withErrorHandling: true)
                 // HTTP/2's idle timeout, for browsers' keep-alive connections too.
-                if let idleTimeout = configuration.connectionManagement.idleTimeout {
+                if let idleTimeout = environment.configuration.connectionManagement.idleTimeout {
                     try pipeline.addHandler(IdleStateHandler(allTimeout: TimeAmount(idleTimeout)))
                 }
                 try pipeline.addHandler(handler)
             }
         } catch {
-            logger.error("could not set up the connection's pipeline", metadata: ["error": "\(error)"])
+            environment.logger.error("could not set up the connection's pipeline", metadata: ["error": "\(error)"])
             context.close(promise: nil)
             return
         }

@@ -71,8 +71,9 @@ public struct RPCServerConfiguration: Sendable {
         /// included) and over each header block once its first byte arrived; a client slower than this (slowloris)
         /// gets GOAWAY ENHANCE_YOUR_CALM `header_timeout` and is disconnected (`nil`: no limit).
         public var headerTimeout: Duration? = .seconds(10)
-        /// A connection that wrote nothing for this long gives the pages of nghttp2's 16 KiB frame buffer back to the
-        /// system (about 4 KiB resident per idle connection; its next write takes a page again) (`nil`: never).
+        /// A connection that wrote nothing for this long gives back what it does not need while quiet: the pages of
+        /// nghttp2's 16 KiB frame buffer and, with no stream open, of its stream table, and the header strings kept for
+        /// reuse (its next call takes them again) (`nil`: never).
         public var idleMemoryReleaseDelay: Duration? = .seconds(5)
 
         public init() {}

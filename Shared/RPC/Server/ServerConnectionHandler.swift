@@ -23,11 +23,10 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
     /// Asks every connection to finish its calls and close (sent by ``RPCServer/shutdown()``).
     struct GracefulShutdownEvent: Sendable {}
 
-    let router: RPCRouter
-    let configuration: RPCServerConfiguration
-    /// The server's logger; ``logger`` is it with the connection's peer, made on first use: most connections never
-    /// log, and the metadata would take memory on every idle one.
-    private let serverLogger: Logger
+    /// The server's router, configuration and logger, shared with its other connections.
+    private let environment: ServerConnectionEnvironment
+    /// The server's logger with the connection's peer (``logger``), made on first use: most connections never log,
+    /// and the metadata would take memory on every idle one.
     private var peerLogger: Logger?
     let taskExecutor: (any TaskExecutor)?
 
@@ -50,19 +49,21 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
     var timers = ConnectionTimers()
     var deadlineTimer = ConnectionDeadlineTimer()
 
-    init(router: RPCRouter, configuration: RPCServerConfiguration, logger: Logger, eventLoop: any EventLoop) {
-        self.router = router
-        self.configuration = configuration
-        self.serverLogger = logger
+    init(environment: ServerConnectionEnvironment, eventLoop: any EventLoop) {
+        let configuration = environment.configuration
+        self.environment = environment
         self.eventLoop = eventLoop
         self.output = HTTP2ConnectionOutput(enabled: configuration.tls == nil)
         self.taskExecutor = configuration.handlerExecution.taskExecutor(on: eventLoop)
         self.state = ConnectionStateMachine(role: .server, configuration: configuration.connectionLifecycle, now: .now())
     }
 
+    var router: RPCRouter { environment.router }
+    var configuration: RPCServerConfiguration { environment.configuration }
+
     var logger: Logger {
         if let peerLogger { return peerLogger }
-        var made = serverLogger
+        var made = environment.logger
         made[metadataKey: "peer"] = "\(peer)"
         peerLogger = made
         return made
