@@ -179,7 +179,7 @@ public final class HTTP2Session {
             return result
         }
         if !endStream { outbound[streamID] = OutboundStream() }
-        memory.zeroedBlocksMayBeWritten()
+        memory.zeroedBlockMayBeWritten()
         return streamID
     }
 
@@ -289,7 +289,7 @@ public final class HTTP2Session {
     }
 
     fileprivate func beginHeaders(streamID: Int32) {
-        memory.zeroedBlocksMayBeWritten()  // a request opens a stream (on a client: a response, to one already open)
+        memory.zeroedBlockMayBeWritten()  // a request opens a stream (on a client: a response, to one already open)
         incomingHeaders.begin(streamID: streamID)
     }
 

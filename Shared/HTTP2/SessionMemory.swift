@@ -11,12 +11,12 @@ internal import CNGHTTP2
 /// connection sends nothing, and its stream table (4 KiB of zeroed buckets), which holds nothing once the
 /// connection's streams are closed. Here each gets a mapping of its own, so that ``releaseIdlePages(outputDrained:)``
 /// can give their pages back to the system while the connection is quiet; touched again, they read as zeros. The
-/// session tells when the table may have been written (``zeroedBlocksMayBeWritten()``), so that the release of a
+/// session tells when the table may have been written (``zeroedBlockMayBeWritten()``), so that the release of a
 /// connection that opened no stream costs no look at it and no system call.
 ///
 /// They are told apart from everything else (header values the peer sent, say, which go to malloc as usual) by being
 /// allocated while the session is created, before any peer input exists: the frame buffer as the first block of
-/// 16 KiB or more, the table as a zeroed (calloc) block of a page or more.
+/// 16 KiB or more, the table as the first zeroed (calloc) block of a page or more.
 final class SessionMemory {
     /// Blocks at least this large allocated (not zeroed) while the session is created: the frame buffer.
     static let frameBufferMinimumSize = 16 * 1024
@@ -28,11 +28,11 @@ final class SessionMemory {
     private var creating = false
     /// The frame buffer's mapping, once nghttp2 allocated it.
     private var frameBuffer: UnsafeMutableRawBufferPointer?
-    /// The zeroed blocks' mappings (nghttp2 1.52: the stream table).
-    private var zeroedBlocks: [UnsafeMutableRawBufferPointer] = []
-    /// Whether the zeroed blocks may have been written since they were made or last given back: without that, they
-    /// hold no page worth the look (a page nghttp2 only read maps the shared zero page), nor the system call.
-    private var zeroedBlocksMayHoldPages = false
+    /// The zeroed block's mapping (the stream table), once nghttp2 allocated it.
+    private var zeroedBlock: UnsafeMutableRawBufferPointer?
+    /// Whether the zeroed block may have been written since it was made or last given back: without that, it holds no
+    /// page worth the look (a page nghttp2 only read maps the shared zero page), nor the system call.
+    private var zeroedBlockMayHoldPages = false
 
     /// Calls `body` with the allocator to create the session with (nghttp2 copies the struct; the callbacks reach this
     /// object through `mem_user_data`, so it must outlive the session).
@@ -61,29 +61,23 @@ final class SessionMemory {
     }
 
     /// Gives back the pages of the frame buffer, when `outputDrained` (the session's last `nghttp2_session_mem_send`
-    /// returned 0: nghttp2 is not in the middle of a frame, and writes the next one before reading it), and of each
-    /// zeroed block that reads as zeros (as it was made: handing back zeros changes nothing). Returns the bytes given
-    /// back.
+    /// returned 0: nghttp2 is not in the middle of a frame, and writes the next one before reading it), and of the
+    /// zeroed block when it reads as zeros (as it was made: handing back zeros changes nothing). Returns the bytes
+    /// given back.
     func releaseIdlePages(outputDrained: Bool) -> Int {
         var released = 0
         if outputDrained, let frameBuffer { released += Self.release(frameBuffer) }
-        if zeroedBlocksMayHoldPages {
-            zeroedBlocksMayHoldPages = false
-            for block in zeroedBlocks {
-                if Self.readsAsZeros(block) {
-                    released += Self.release(block)
-                } else {
-                    zeroedBlocksMayHoldPages = true
-                }
-            }
+        if zeroedBlockMayHoldPages, let zeroedBlock, Self.readsAsZeros(zeroedBlock) {
+            released += Self.release(zeroedBlock)
+            zeroedBlockMayHoldPages = false
         }
         return released
     }
 
-    /// Tells that nghttp2 may have written a zeroed block since the last release (1.52 writes its stream table when a
-    /// stream opens or closes, and one closes only after it opened).
-    func zeroedBlocksMayBeWritten() {
-        zeroedBlocksMayHoldPages = true
+    /// Tells that nghttp2 may have written the zeroed block since the last release (1.52 writes its stream table when
+    /// a stream opens or closes, and one closes only after it opened).
+    func zeroedBlockMayBeWritten() {
+        zeroedBlockMayHoldPages = true
     }
 
     private static func with<Result>(_ user: UnsafeMutableRawPointer?, _ body: (SessionMemory) -> Result) -> Result {
@@ -93,8 +87,8 @@ final class SessionMemory {
     private func allocate(_ size: Int, zeroed: Bool) -> UnsafeMutableRawPointer? {
         if creating {
             // A fresh mapping reads as zeros: nothing to clear, and no page is taken before nghttp2 writes one.
-            if zeroed, size >= Self.zeroedMinimumSize, let mapped = Self.map(size) {
-                zeroedBlocks.append(mapped)
+            if zeroed, zeroedBlock == nil, size >= Self.zeroedMinimumSize, let mapped = Self.map(size) {
+                zeroedBlock = mapped
                 return mapped.baseAddress
             }
             if !zeroed, frameBuffer == nil, size >= Self.frameBufferMinimumSize, let mapped = Self.map(size) {
@@ -108,18 +102,15 @@ final class SessionMemory {
     /// The mapping `pointer` starts, if it is one of ours.
     private func mapping(at pointer: UnsafeMutableRawPointer) -> UnsafeMutableRawBufferPointer? {
         if let frameBuffer, frameBuffer.baseAddress == pointer { return frameBuffer }
-        return zeroedBlocks.first { $0.baseAddress == pointer }
+        if let zeroedBlock, zeroedBlock.baseAddress == pointer { return zeroedBlock }
+        return nil
     }
 
     private func free(_ pointer: UnsafeMutableRawPointer?) {
         guard let pointer else { return }
         guard let mapped = mapping(at: pointer) else { return Glibc.free(pointer) }
         munmap(pointer, mapped.count)
-        if frameBuffer?.baseAddress == pointer {
-            frameBuffer = nil
-        } else {
-            zeroedBlocks.removeAll { $0.baseAddress == pointer }
-        }
+        if frameBuffer?.baseAddress == pointer { frameBuffer = nil } else { zeroedBlock = nil }
     }
 
     private func reallocate(_ pointer: UnsafeMutableRawPointer?, _ size: Int) -> UnsafeMutableRawPointer? {
