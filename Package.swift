@@ -105,7 +105,7 @@ let package = Package(
         // Base64 and base64url, the one codec every layer uses (gRPC metadata, JOSE, page tokens).
         library("HabitFlowBase64", path: "Shared/Base64"),
 
-        library("HabitFlowHTTP2", path: "Shared/HTTP2", dependencies: ["CNGHTTP2", nioCore]),
+        library("HabitFlowHTTP2", path: "Shared/HTTP2", dependencies: ["CNGHTTP2", "HabitFlowLocking", nioCore]),
         library("HabitFlowCrypto", path: "Shared/Crypto", dependencies: ["COpenSSL", "CLibCrypt"]),
         library("HabitFlowCompression", path: "Shared/Compression", dependencies: ["CZlib", nioCore]),
         // Streaming ZIP (deflate through HabitFlowCompression) and RFC 4180 CSV: what a user's data export is made of.
@@ -371,7 +371,7 @@ let package = Package(
 
         testTarget(
             "HTTP2Tests",
-            dependencies: ["HabitFlowHTTP2", nioCore]),
+            dependencies: ["HabitFlowHTTP2", "HabitFlowLocking", nioCore, nioEmbedded, nioPosix]),
         testTarget(
             "RPCCoreTests",
             dependencies: [

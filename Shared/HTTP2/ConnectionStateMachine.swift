@@ -27,7 +27,7 @@ public struct ConnectionStateMachine: Sendable {
     }
 
     /// The timers a connection may have running; the handler keeps one of each at most.
-    public enum Timer: Sendable, CaseIterable {
+    public enum Timer: UInt8, Sendable, CaseIterable {
         /// Server: the preface or a header block is overdue (slowloris).
         case header
         /// Server: the connection has had no calls for the idle timeout.

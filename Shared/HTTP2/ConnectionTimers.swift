@@ -1,68 +1,68 @@
 public import NIOCore
 
-/// The running timers of one connection's ``ConnectionStateMachine``: at most one of each kind, stored inline (no
-/// allocation per connection beyond NIO's own per scheduled task).
+/// The running timers of one connection: those of its ``ConnectionStateMachine`` and the one for its calls'
+/// deadlines. They live in the connection's slot in its event loop's ``ConnectionTimerQueue``, taken when the first
+/// timer starts.
 public struct ConnectionTimers {
-    private var header: Scheduled<Void>?
-    private var idle: Scheduled<Void>?
-    private var age: Scheduled<Void>?
-    private var keepalive: Scheduled<Void>?
-    private var keepaliveTimeout: Scheduled<Void>?
-    private var finalGoaway: Scheduled<Void>?
-    private var grace: Scheduled<Void>?
-    private var memoryRelease: Scheduled<Void>?
+    private var queue: ConnectionTimerQueue?
+    private var slot: UInt32 = 0
+    private var closed = false
 
     public init() {}
 
-    /// Starts `timer` (replacing one of its kind still running) to call `fire` on `eventLoop` at `deadline`.
+    /// Starts `timer` (replacing one of its kind still running) to call `owner.timerFired(timer)` on `eventLoop`
+    /// at `deadline`. Nothing starts once the connection closed.
     public mutating func schedule(
         _ timer: ConnectionStateMachine.Timer, at deadline: NIODeadline, on eventLoop: any EventLoop,
-        _ fire: @escaping @Sendable () -> Void
+        owner: any ConnectionTimerOwner
     ) {
-        self[timer]?.cancel()
-        self[timer] = eventLoop.scheduleTask(deadline: deadline, fire)
+        queue(on: eventLoop, owner: owner)?.schedule(.init(timer), at: deadline, slot: slot)
     }
 
-    /// `timer` went off: forgotten, not cancelled. Cancelling a task that already ran makes NIO search every task
-    /// scheduled on the event loop for it (one per timer of every connection): at 10,000 connections, re-arming the
-    /// memory release timers that way took a tenth of the gateway's CPU.
-    public mutating func fired(_ timer: ConnectionStateMachine.Timer) {
-        self[timer] = nil
+    /// Makes the call deadline timer go off no later than `deadline` (`owner.callDeadlinePassed()`): one timer for
+    /// all the connection's calls, so a call costs a comparison, not a timer of its own.
+    public mutating func expireCalls(
+        by deadline: NIODeadline, on eventLoop: any EventLoop, owner: any ConnectionTimerOwner
+    ) {
+        queue(on: eventLoop, owner: owner)?.schedule(.callDeadline, at: deadline, slot: slot, onlyEarlier: true)
     }
 
-    public mutating func cancel(_ timer: ConnectionStateMachine.Timer) {
-        self[timer]?.cancel()
-        self[timer] = nil
+    public func cancel(_ timer: ConnectionStateMachine.Timer) {
+        queue?.cancel(.init(timer), slot: slot)
     }
 
-    public mutating func cancelAll() {
-        for timer in ConnectionStateMachine.Timer.allCases { cancel(timer) }
+    /// The connection is gone: no timer fires for it any more, none starts, and its queue no longer holds it.
+    public mutating func close() {
+        closed = true
+        queue?.unregister(slot)
+        queue = nil
     }
 
-    private subscript(timer: ConnectionStateMachine.Timer) -> Scheduled<Void>? {
-        get {
-            switch timer {
-            case .header: header
-            case .idle: idle
-            case .age: age
-            case .keepalive: keepalive
-            case .keepaliveTimeout: keepaliveTimeout
-            case .finalGoaway: finalGoaway
-            case .grace: grace
-            case .memoryRelease: memoryRelease
-            }
+    private mutating func queue(on eventLoop: any EventLoop, owner: any ConnectionTimerOwner) -> ConnectionTimerQueue? {
+        guard !closed else { return nil }
+        if let queue { return queue }
+        let queue = ConnectionTimerQueue.on(eventLoop)
+        slot = queue.register(owner)
+        self.queue = queue
+        return queue
+    }
+}
+
+/// The calls whose deadline has passed at `now`, and the earliest deadline among the others: what a connection ends,
+/// and sets its call deadline timer for, when the timer goes off. `deadline` is `nil` for a call without one or that
+/// has ended.
+package func sweepCallDeadlines<Call>(
+    _ calls: some Sequence<Call>, now: NIODeadline = .now(), deadline: (Call) -> NIODeadline?
+) -> (expired: [Call], next: NIODeadline?) {
+    var expired: [Call] = []
+    var next: NIODeadline?
+    for call in calls {
+        guard let due = deadline(call) else { continue }
+        if due <= now {
+            expired.append(call)
+        } else {
+            next = min(next ?? due, due)
         }
-        set {
-            switch timer {
-            case .header: header = newValue
-            case .idle: idle = newValue
-            case .age: age = newValue
-            case .keepalive: keepalive = newValue
-            case .keepaliveTimeout: keepaliveTimeout = newValue
-            case .finalGoaway: finalGoaway = newValue
-            case .grace: grace = newValue
-            case .memoryRelease: memoryRelease = newValue
-            }
-        }
     }
+    return (expired, next)
 }

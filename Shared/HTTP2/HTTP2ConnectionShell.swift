@@ -7,7 +7,7 @@ public import NIOCore
 ///
 /// A conforming handler keeps the state; the role-specific parts (what its events mean, who waits for room to
 /// write) are the requirements without a default.
-public protocol HTTP2ConnectionShell: AnyObject, SendableMetatype {
+public protocol HTTP2ConnectionShell: ConnectionTimerOwner, SendableMetatype {
     var session: HTTP2Session? { get }
     /// From `handlerAdded` to `handlerRemoved` only.
     var context: ChannelHandlerContext? { get }
@@ -25,8 +25,6 @@ public protocol HTTP2ConnectionShell: AnyObject, SendableMetatype {
     func cancelAllStreams()
     /// Called before each action is performed, for the handler's log.
     func willPerform(_ action: ConnectionStateMachine.Action)
-    /// A timer of the state machine went off (a handler may pass the machine more than the time).
-    func timerFired(_ timer: ConnectionStateMachine.Timer)
 }
 
 /// The output side of a connection (see ``HTTP2ConnectionShell``).
@@ -118,12 +116,7 @@ extension HTTP2ConnectionShell {
         switch action {
         case .schedule(let timer, let deadline):
             guard let context else { return }
-            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            timers.schedule(timer, at: deadline, on: context.eventLoop) {
-                let shell = bound.value
-                shell.timers.fired(timer)
-                shell.timerFired(timer)
-            }
+            timers.schedule(timer, at: deadline, on: context.eventLoop, owner: self)
         case .cancel(let timer):
             timers.cancel(timer)
         case .sendPing(let payload):
@@ -146,6 +139,7 @@ extension HTTP2ConnectionShell {
         }
     }
 
+    /// A timer of the state machine went off (a handler may pass the machine more than the time).
     public func timerFired(_ timer: ConnectionStateMachine.Timer) {
         perform(state.timerFired(timer, now: .now()))
     }
@@ -165,6 +159,6 @@ extension HTTP2ConnectionShell {
     /// The connection is gone: no timer may fire for it any more.
     public func connectionClosed() {
         state.close()
-        timers.cancelAll()
+        timers.close()
     }
 }

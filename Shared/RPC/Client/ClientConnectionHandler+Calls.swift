@@ -67,15 +67,13 @@ extension ClientConnectionHandler {
     }
 
     func armDeadlineTimer(by deadline: NIODeadline, on eventLoop: any EventLoop) {
-        let bound = NIOLoopBound(self, eventLoop: eventLoop)
-        deadlineTimer.fire(by: deadline, on: eventLoop) { bound.value.deadlineTimerFired() }
+        timers.expireCalls(by: deadline, on: eventLoop, owner: self)
     }
 
     /// Cancels the calls past their deadline, then waits for the earliest deadline left.
-    func deadlineTimerFired() {
-        deadlineTimer.fired()
+    func callDeadlinePassed() {
         guard let context else { return }
-        let (expired, next) = ConnectionDeadlineTimer.sweep(streams.values) { $0.ended ? nil : $0.timerDeadline }
+        let (expired, next) = sweepCallDeadlines(streams.values) { $0.ended ? nil : $0.timerDeadline }
         for stream in expired { failStream(stream, RPCError(.deadlineExceeded, "deadline exceeded")) }
         if let next { armDeadlineTimer(by: next, on: context.eventLoop) }
     }
@@ -147,7 +145,7 @@ final class ClientStream {
     /// Received bytes whose flow-control credit is held back (back-pressure).
     var withheldBytes = 0
     var sendWaiter: UnsafeContinuation<Void, any Error>?
-    /// When the attempt's deadline passes (the connection's ``ConnectionDeadlineTimer`` cancels it then).
+    /// When the attempt's deadline passes (the connection's call deadline timer cancels it then).
     var timerDeadline: NIODeadline?
 
     init(transport: ClientStreamTransport, maxReceiveMessageSize: Int) {

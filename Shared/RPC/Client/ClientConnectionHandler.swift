@@ -36,7 +36,6 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
     /// The connection's lifecycle: ready at the server's first SETTINGS, draining after its GOAWAY, keepalive.
     var state: ConnectionStateMachine
     var timers = ConnectionTimers()
-    var deadlineTimer = ConnectionDeadlineTimer()
 
     init(
         configuration: RPCChannelConfiguration, target: RPCChannelConfiguration.Target, logger: Logger,
@@ -152,7 +151,6 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
             stream.sendWaiter = nil
         }
         streams.removeAll()
-        deadlineTimer.cancel()
         session?.close()
         session = nil
         context.fireChannelInactive()

@@ -122,14 +122,12 @@ extension ServerConnectionHandler {
 
     func armDeadlineTimer(by deadline: NIODeadline) {
         guard let context else { return }
-        let bound = loopBound
-        deadlineTimer.fire(by: deadline, on: context.eventLoop) { bound.value.deadlineTimerFired() }
+        timers.expireCalls(by: deadline, on: context.eventLoop, owner: self)
     }
 
     /// Ends the calls past their deadline, then waits for the earliest deadline left.
-    func deadlineTimerFired() {
-        deadlineTimer.fired()
-        let (expired, next) = ConnectionDeadlineTimer.sweep(streams.values) { $0.statusSent ? nil : $0.timerDeadline }
+    func callDeadlinePassed() {
+        let (expired, next) = sweepCallDeadlines(streams.values) { $0.statusSent ? nil : $0.timerDeadline }
         for stream in expired { failCall(stream, RPCError(.deadlineExceeded, "deadline exceeded")) }
         if let next { armDeadlineTimer(by: next) }
     }

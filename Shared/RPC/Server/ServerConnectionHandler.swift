@@ -47,7 +47,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
     /// The connection's lifecycle: phases, idle and age limits, keepalive, ping strikes, header timeout.
     var state: ConnectionStateMachine
     var timers = ConnectionTimers()
-    var deadlineTimer = ConnectionDeadlineTimer()
 
     init(environment: ServerConnectionEnvironment, eventLoop: any EventLoop) {
         let configuration = environment.configuration
@@ -166,7 +165,6 @@ final class ServerConnectionHandler: ChannelInboundHandler, ServerCallConnection
         connectionClosed()
         for (_, stream) in streams { stream.abandon(error: CancellationError()) }
         streams.removeAll()
-        deadlineTimer.cancel()
         session?.close()
         session = nil
         context.fireChannelInactive()

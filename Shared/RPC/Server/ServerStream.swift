@@ -17,7 +17,7 @@ final class ServerCall<Connection: ServerCallConnection> {
     var cancelForwarding: (@Sendable () -> Void)?
     /// The handler returned or threw (possibly before `task` was even assigned, when it never suspended).
     var handlerFinished = false
-    /// When the call's deadline passes (the connection's ``ConnectionDeadlineTimer`` ends it then).
+    /// When the call's deadline passes (the connection's call deadline timer ends it then).
     var timerDeadline: NIODeadline?
     var headersSent = false
     var statusSent = false
