@@ -191,7 +191,7 @@ let package = Package(
         // What handlers share: request validation into BadRequest violations, page sizes and opaque page tokens.
         library(
             "HabitFlowServiceAPI", path: "Shared/ServiceAPI",
-            dependencies: ["HabitFlowBase64", "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowRPC"]),
+            dependencies: ["HabitFlowBase64", "HabitFlowCalendar", "HabitFlowCrypto", "HabitFlowLocking", "HabitFlowRPC"]),
 
         // MARK: Service kit (what every service process shares: configuration, the internal credential, the host)
 

@@ -119,6 +119,31 @@ struct LeaderboardTests {
         #expect(friends.entries.first { $0.me }?.score.display == "100% (1/1 habits)")
     }
 
+    @Test("A board whose members or week changed since the last scores everyone on it, on the caller's week now")
+    func membersOrWeekChanged() async throws {
+        // Habits is asked for the last board's members while the members are read: a stale hint must not show.
+        let users = try await board(["Me", "Old"])
+        let (me, old) = (users[0], users[1])
+        try await score(old, met: 1, of: 1)
+        #expect(try await me.leaderboard().entries.map(\.score.display) == ["100% (1/1 habits)", "0% (0/0 habits)"])
+
+        let new = try await TestUser(displayName: "New")
+        try new.setNow(wednesday)
+        try await me.makeFriends(with: new)
+        try await score(new, met: 1, of: 2)
+        _ = try await me.social.removeFriend(.with { $0.userID = old.userID }, options: me.options)
+        let changed = try await me.leaderboard()
+        #expect(changed.entries.map(\.person.userID) == [new.userID, me.userID])
+        #expect(changed.entries.map(\.score.display) == ["50% (1/2 habits)", "0% (0/0 habits)"])
+
+        // A week later the same members are scored on the new week, where nothing is checked in yet.
+        try me.setNow("2026-03-11T12:00:00Z")
+        let nextWeek = try await me.leaderboard()
+        #expect(nextWeek.week.week == 11)
+        #expect(nextWeek.entries.map(\.person.userID) == [new.userID, me.userID])
+        #expect(nextWeek.entries.map(\.score.display) == ["0% (0/2 habits)", "0% (0/0 habits)"])
+    }
+
     @Test("Category scores appear only for the categories a user shares, in the order they chose")
     func sharedCategories() async throws {
         let users = try await board(["Caller", "Friend"])

@@ -260,7 +260,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         _ write: (_ day: LocalDate, _ zoneName: String) async throws -> HabitsStore.DayWriteOutcome<Value>
     ) async throws -> Value {
         var zone: (name: String, isHint: Bool)
-        if let hint = zoneHints.zoneName(of: userID) {
+        if let hint = zoneHints.hint(for: userID) {
             zone = (hint, true)
         } else {
             zone = (try await storedZoneName(userID, now: now), false)
@@ -402,7 +402,7 @@ struct HabitsServiceHandler: Habitflow_Habits_V1_HabitsService.Handler {
         var zoneName: String
         var weeks: (first: IsoWeek, last: IsoWeek)
         var habits: [HabitRecord]?
-        if let hinted = zoneHints.zoneName(of: userID), let hintedWeeks = try? range(current: currentWeek(in: hinted)) {
+        if let hinted = zoneHints.hint(for: userID), let hintedWeeks = try? range(current: currentWeek(in: hinted)) {
             (zoneName, weeks) = (hinted, hintedWeeks)
         } else {
             let lastAround = requestedEnd ?? IsoWeek(containing: UserTimeZone.utc.localDate(at: now))

@@ -133,23 +133,11 @@ extension UserAnswerCache where Key == WeeklyScoreKey {
 
 /// The zone each recent caller had stored when the service last read it, so that a check-in can compute the user's
 /// today without reading the zone first. Only a hint: ``HabitsStore/markDone(user:habit:entry:date:value:now:zoneName:)``
-/// writes only while the stored zone is still the hinted one. At most `capacity` users (a few MB at the default).
-final class UserZoneHints: Sendable {
-    static let defaultCapacity = 65_536
+/// writes only while the stored zone is still the hinted one. At most 65,536 users (a few MB).
+typealias UserZoneHints = UserHints<String>
 
-    private let zoneNames: Locked<BoundedMap<UUID, String>>
-
-    init(capacity: Int = defaultCapacity) {
-        zoneNames = Locked(BoundedMap(capacity: capacity))
-    }
-
-    func zoneName(of userID: UUID) -> String? { zoneNames.withLock { $0[userID] } }
-
-    func remember(_ zoneName: String, for userID: UUID) {
-        zoneNames.withLock { names in
-            if names[userID] != zoneName { names.store(zoneName, for: userID) }
-        }
-    }
+extension UserHints where Hint == String {
+    convenience init() { self.init(capacity: 65_536) }
 }
 
 /// Users' habit lists as `ListHabits` answered them (in their wire form), served again while the user's habit-list

@@ -2,6 +2,7 @@ internal import Foundation
 internal import HabitFlowCalendar
 internal import HabitFlowCrypto
 internal import HabitFlowRPC
+internal import HabitFlowServiceAPI
 internal import HabitFlowSocialProtos
 
 /// A user's whole weekly leaderboard, ranked: what GetLeaderboard pages through and GetLeaderboardTop cuts.
@@ -18,16 +19,25 @@ struct RankedBoard: Sendable {
 /// the friends list shows them), then the scores from habits in one call, whatever the number of friends (at most 101
 /// lines, which habits' GetWeeklyScores takes in one). Auth's GetUsers (500 ids a call) is asked, at the same time,
 /// only about members no event has named yet; one it does not know is left out (a deleted account).
+///
+/// Most boards have the same members in the same week as the user's last one, so habits is asked for the last board's
+/// members while the store reads the members (``BoardMemberHint``): the board waits for the slower of the two, not
+/// for both in turn. Members the hint missed (a new friend, a new week) are asked for after; scores of members no
+/// longer on the board are not used.
 struct LeaderboardReader: Sendable {
     let store: SocialStore
     let people: PeopleSource
     let scores: ScoreSource
     let clock: UserClock
+    /// At most 4,096 users (up to 16 MB if every one of them had 100 friends).
+    let memberHints = UserHints<BoardMemberHint>(capacity: 4_096)
 
     /// The board of `userID`: the week is the user's current ISO week in their stored zone, for everyone on the board
     /// (a friend whose own week differs is scored on the caller's). A user the service has not seen yet (a
     /// dashboard before any social call) is created on the spot; a deleted account is refused.
     func board(of userID: UUID, options: CallOptions) async throws -> RankedBoard {
+        let hint = memberHints.hint(for: userID)
+        async let hintedWeeks = Self.weeks(of: hint, from: scores, options: options)
         var known = try await store.leaderboardCandidatesOfKnownUser(userID)
         if known == nil {
             _ = try await store.userVersion(userID, now: clock.now)
@@ -39,9 +49,14 @@ struct LeaderboardReader: Sendable {
         let ids = members.map(\.userID)
         // Names as the friends list shows them; auth is asked only about members no account event has named yet.
         let unnamedIDs = ids.filter { candidates.names[$0] == nil }
-        async let weeks = scores.weeks(of: ids, in: week, options: options)
         async let looked = people.people(unnamedIDs, options: options)
-        let (userWeeks, lookedUp) = try await (weeks, looked)
+        let hinted: Set<UUID> = if let hint, hint.week == week { hint.members } else { [] }
+        async let unhintedWeeks = scores.weeks(of: ids.filter { !hinted.contains($0) }, in: week, options: options)
+        var userWeeks = try await unhintedWeeks
+        // A hint of another week serves nothing: its call is cancelled when the board returns.
+        if !hinted.isEmpty { userWeeks.merge(try await hintedWeeks) { unhinted, _ in unhinted } }
+        let lookedUp = try await looked
+        memberHints.remember(BoardMemberHint(week: week, members: Set(ids)), for: userID)
         let userNames = candidates.names.merging(lookedUp) { stored, _ in stored }
         let lines: [LeaderboardCandidate] = members.compactMap { member in
             let isCaller = member.userID == userID
@@ -55,6 +70,21 @@ struct LeaderboardReader: Sendable {
         }
         return RankedBoard(week: week, lines: Leaderboard.ranked(lines))
     }
+
+    /// The hinted members' weeks (none without a hint).
+    private static func weeks(
+        of hint: BoardMemberHint?, from scores: ScoreSource, options: CallOptions
+    ) async throws -> [UUID: UserWeek] {
+        guard let hint else { return [:] }
+        return try await scores.weeks(of: Array(hint.members), in: hint.week, options: options)
+    }
+}
+
+/// The week and members of a user's last board: whom to ask habits about before the store has said who is on the
+/// board now.
+struct BoardMemberHint: Sendable {
+    var week: IsoWeek
+    var members: Set<UUID>
 }
 
 // MARK: - Proto mapping
