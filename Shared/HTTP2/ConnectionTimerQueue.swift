@@ -1,12 +1,14 @@
 import HabitFlowLocking
-import NIOCore
+public import NIOCore
 
-/// What a ``ConnectionTimerQueue`` calls when one of its timers goes off: a connection handler.
+/// What a ``ConnectionTimerQueue`` calls when one of its timers goes off: a connection handler. `now` is the event
+/// loop's time it went off at: what the owner measures against, so that a timer whose deadline passed on the loop's
+/// clock is never found not yet due (an `EmbeddedEventLoop` moved on runs ahead of the machine's clock).
 public protocol ConnectionTimerOwner: AnyObject {
-    func timerFired(_ timer: ConnectionStateMachine.Timer)
+    func timerFired(_ timer: ConnectionStateMachine.Timer, now: NIODeadline)
     /// The deadline the call deadline timer was set for passed (``ConnectionTimers/expireCalls(by:on:owner:)``): end
     /// the calls past their deadline and set the timer for the earliest one left.
-    func callDeadlinePassed()
+    func callDeadlinePassed(now: NIODeadline)
 }
 
 /// The timers of every connection on one event loop (its lifecycle's and its calls' deadlines), behind one scheduled
@@ -151,9 +153,9 @@ final class ConnectionTimerQueue {
     private func alarmWentOff() {
         alarm = nil
         // The loop's clock, not the machine's: an `EmbeddedEventLoop` (the HTTP/2 fuzz target) runs tasks by its own.
-        let now = eventLoop.now.uptimeNanoseconds
+        let now = eventLoop.now
         firing = true
-        while let first = heap.first, first.deadline <= now {
+        while let first = heap.first, first.deadline <= now.uptimeNanoseconds {
             popFirst()
             guard isCurrent(first) else {
                 forgottenEntries -= 1
@@ -164,9 +166,9 @@ final class ConnectionTimerQueue {
             // is freed; the rest of its entries are no longer current).
             guard let owner = slots[Int(first.slot)].owner else { continue }
             if first.kind == .callDeadline {
-                owner.callDeadlinePassed()
+                owner.callDeadlinePassed(now: now)
             } else {
-                owner.timerFired(Timer(rawValue: first.kind.index)!)
+                owner.timerFired(Timer(rawValue: first.kind.index)!, now: now)
             }
         }
         firing = false

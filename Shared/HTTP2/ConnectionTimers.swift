@@ -10,7 +10,7 @@ public struct ConnectionTimers {
 
     public init() {}
 
-    /// Starts `timer` (replacing one of its kind still running) to call `owner.timerFired(timer)` on `eventLoop`
+    /// Starts `timer` (replacing one of its kind still running) to call `owner.timerFired(timer, now:)` on `eventLoop`
     /// at `deadline`. Nothing starts once the connection closed.
     public mutating func schedule(
         _ timer: ConnectionStateMachine.Timer, at deadline: NIODeadline, on eventLoop: any EventLoop,
@@ -19,7 +19,7 @@ public struct ConnectionTimers {
         queue(on: eventLoop, owner: owner)?.schedule(.init(timer), at: deadline, slot: slot)
     }
 
-    /// Makes the call deadline timer go off no later than `deadline` (`owner.callDeadlinePassed()`): one timer for
+    /// Makes the call deadline timer go off no later than `deadline` (`owner.callDeadlinePassed(now:)`): one timer for
     /// all the connection's calls, so a call costs a comparison, not a timer of its own.
     public mutating func expireCalls(
         by deadline: NIODeadline, on eventLoop: any EventLoop, owner: any ConnectionTimerOwner
@@ -52,7 +52,7 @@ public struct ConnectionTimers {
 /// and sets its call deadline timer for, when the timer goes off. `deadline` is `nil` for a call without one or that
 /// has ended.
 package func sweepCallDeadlines<Call>(
-    _ calls: some Sequence<Call>, now: NIODeadline = .now(), deadline: (Call) -> NIODeadline?
+    _ calls: some Sequence<Call>, now: NIODeadline, deadline: (Call) -> NIODeadline?
 ) -> (expired: [Call], next: NIODeadline?) {
     var expired: [Call] = []
     var next: NIODeadline?

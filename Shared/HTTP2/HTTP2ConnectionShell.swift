@@ -140,8 +140,8 @@ extension HTTP2ConnectionShell {
     }
 
     /// A timer of the state machine went off (a handler may pass the machine more than the time).
-    public func timerFired(_ timer: ConnectionStateMachine.Timer) {
-        perform(state.timerFired(timer, now: .now()))
+    public func timerFired(_ timer: ConnectionStateMachine.Timer, now: NIODeadline) {
+        perform(state.timerFired(timer, now: now))
     }
 
     /// The start of a read: the state machine sees the bytes (keepalive, header timeout) before the session does.

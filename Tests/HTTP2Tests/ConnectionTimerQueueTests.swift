@@ -17,6 +17,8 @@ struct ConnectionTimerQueueTests {
         struct State {
             var timers = ConnectionTimers()
             var fired: [Timer] = []
+            /// The time each timer went off at, as the queue told it.
+            var firedAt: [NIODeadline] = []
             var callDeadlinesPassed = 0
             /// Timers to start again this much later when they fire, and how many more times.
             var rearm: [Timer: (after: TimeAmount, times: Int)] = [:]
@@ -43,13 +45,16 @@ struct ConnectionTimerQueueTests {
 
         var fired: [Timer] { state.withLock { $0.fired } }
 
+        var firedAt: [NIODeadline] { state.withLock { $0.firedAt } }
+
         var callDeadlinesPassed: Int { state.withLock { $0.callDeadlinesPassed } }
 
-        func callDeadlinePassed() { state.withLock { $0.callDeadlinesPassed += 1 } }
+        func callDeadlinePassed(now: NIODeadline) { state.withLock { $0.callDeadlinesPassed += 1 } }
 
-        func timerFired(_ timer: Timer) {
+        func timerFired(_ timer: Timer, now: NIODeadline) {
             state.withLock { state in
                 state.fired.append(timer)
+                state.firedAt.append(now)
                 guard let again = state.rearm[timer], again.times > 0 else { return }
                 state.rearm[timer] = (again.after, again.times - 1)
                 state.timers.schedule(timer, at: .now() + again.after, on: eventLoop, owner: self)
@@ -109,17 +114,22 @@ struct ConnectionTimerQueueTests {
         }
     }
 
-    @Test("timers follow the loop's clock: an EmbeddedEventLoop moved an hour on fires them at once")
+    @Test("timers follow the loop's clock: an EmbeddedEventLoop moved an hour on fires them at once, at its time")
     func embeddedLoopTime() throws {
         let loop = EmbeddedEventLoop()
         defer { try? loop.syncShutdownGracefully() }
         let connection = Connection(eventLoop: loop)
+        let scheduled = NIODeadline.now()
         connection.schedule(.age, in: .seconds(3))
         connection.schedule(.idle, in: .seconds(1_800))
         let started = ContinuousClock.now
         loop.advanceTime(to: .now() + .hours(1))
         #expect(ContinuousClock.now - started < .seconds(1), "the timers waited for the machine's clock")
         #expect(connection.fired == [.age, .idle])
+        // What the connection measures against (a header or idle timer checks how long it has been): the loop's
+        // time, ahead of the machine's, so that it never finds a timer the loop fired not yet due and sets it again.
+        let firedAt = connection.firedAt
+        #expect(firedAt.count == 2 && firedAt[0] >= scheduled + .seconds(3) && firedAt[1] >= scheduled + .seconds(1_800))
         connection.close()
     }
 

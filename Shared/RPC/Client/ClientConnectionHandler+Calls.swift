@@ -71,9 +71,9 @@ extension ClientConnectionHandler {
     }
 
     /// Cancels the calls past their deadline, then waits for the earliest deadline left.
-    func callDeadlinePassed() {
+    func callDeadlinePassed(now: NIODeadline) {
         guard let context else { return }
-        let (expired, next) = sweepCallDeadlines(streams.values) { $0.ended ? nil : $0.timerDeadline }
+        let (expired, next) = sweepCallDeadlines(streams.values, now: now) { $0.ended ? nil : $0.timerDeadline }
         for stream in expired { failStream(stream, RPCError(.deadlineExceeded, "deadline exceeded")) }
         if let next { armDeadlineTimer(by: next, on: context.eventLoop) }
     }

@@ -346,8 +346,7 @@ final class ClientConnectionHandler: ChannelInboundHandler, HTTP2ConnectionShell
     // MARK: Connection management
 
     /// The keepalive interval is the channel's current one: it doubles after a server's `too_many_pings`.
-    func timerFired(_ timer: ConnectionStateMachine.Timer) {
-        let now = NIODeadline.now()
+    func timerFired(_ timer: ConnectionStateMachine.Timer, now: NIODeadline) {
         if timer == .keepalive {
             perform(state.keepaliveTimerFired(now: now, interval: TimeAmount(keepaliveInterval.current)))
         } else {

@@ -126,8 +126,8 @@ extension ServerConnectionHandler {
     }
 
     /// Ends the calls past their deadline, then waits for the earliest deadline left.
-    func callDeadlinePassed() {
-        let (expired, next) = sweepCallDeadlines(streams.values) { $0.statusSent ? nil : $0.timerDeadline }
+    func callDeadlinePassed(now: NIODeadline) {
+        let (expired, next) = sweepCallDeadlines(streams.values, now: now) { $0.statusSent ? nil : $0.timerDeadline }
         for stream in expired { failCall(stream, RPCError(.deadlineExceeded, "deadline exceeded")) }
         if let next { armDeadlineTimer(by: next) }
     }
